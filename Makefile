@@ -1,0 +1,41 @@
+# The course's two set-up commands are `make lab` and `make test`; both create .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Installed first, before course_lib's own range (torch>=2.2) is resolved. On PyPI this is the
+# CUDA build on Linux and the MPS build on macOS; on machines with a local CPU wheel it is that
+# wheel. Override for another build, e.g. `make lab TORCH_SPEC=torch`.
+TORCH_SPEC ?= torch==2.13.0
+KERNEL_NAME ?= linear-attention-course
+STAMP := $(VENV)/.installed-stamp
+NOTEBOOKS := $(wildcard notebooks/*.ipynb) $(wildcard solutions/*.ipynb)
+
+.PHONY: install lab test notebooks exercises clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install "$(TORCH_SPEC)" || $(BIN)/python -m pip install torch
+	$(BIN)/python -m pip install -e .
+	touch $@
+
+install: $(STAMP)
+
+lab: install
+	$(BIN)/python -m ipykernel install --user --name $(KERNEL_NAME) --display-name "Linear Attention (course)"
+	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+
+test: install
+	$(BIN)/python -m pytest
+
+# Re-execute every notebook in place (CPU, so committed outputs do not depend on the author's GPU).
+notebooks: install
+	COURSE_DEVICE=cpu $(BIN)/jupyter nbconvert --to notebook --execute --inplace $(NOTEBOOKS)
+
+# Regenerate the student notebooks in exercises/ from solutions/.
+exercises: install
+	$(BIN)/python -m course_lib.exercise_builder
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,128 @@
+"""Attention, three ways: the softmax definition, the explicit kernel oracle, linear attention.
+
+Tensors are [..., n, d] with any leading batch/head dims, as in
+``torch.nn.functional.scaled_dot_product_attention``:
+q [..., n, d], k [..., m, d], v [..., m, dv] -> out [..., n, dv].
+"""
+
+from collections.abc import Callable
+
+import torch
+
+from course_lib.feature_maps import elu_plus_one
+from course_lib.linear_forms import chunked_form, parallel_form, recurrent_form
+from course_lib.validation import (
+    broadcast_batch,
+    check_chunk_size,
+    check_eps,
+    check_features,
+    check_qk,
+    check_qkv,
+    normalise,
+)
+
+FeatureMap = Callable[[torch.Tensor], torch.Tensor]
+METHODS = ("auto", "parallel", "recurrent", "chunked")
+
+
+def causal_mask(n: int, device: torch.device | None = None) -> torch.Tensor:
+    """[n, n] bool, True where key j may be seen by query i (j ≤ i)."""
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
+def softmax_weights(q: torch.Tensor, k: torch.Tensor, *, causal: bool = False, scale: float | None = None) -> torch.Tensor:
+    """A = softmax(q kᵀ · scale) over keys, [..., n, m]; scale defaults to 1/√d (notebook 01)."""
+    check_qk(q, k, causal=causal)
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = (q @ k.transpose(-2, -1)) * scale  # [..., n, m]
+    if causal:
+        scores = scores.masked_fill(~causal_mask(q.shape[-2], q.device), float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+def softmax_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False, scale: float | None = None
+) -> torch.Tensor:
+    """softmax(q kᵀ/√d) v: the O(n·m·d) definition, [..., n, dv] (notebook 01).
+
+    Builds the full n×m weight matrix; ``causal`` masks keys j > i (needs n = m).
+    """
+    check_qkv(q, k, v, causal=causal)
+    return softmax_weights(q, k, causal=causal, scale=scale) @ v
+
+
+def kernel_weights(
+    q: torch.Tensor, k: torch.Tensor, feature_map: FeatureMap = elu_plus_one, *, causal: bool = False, eps: float = 0.0
+) -> torch.Tensor:
+    """A_ij = φ(q_i)ᵀφ(k_j) / (Σ_j' φ(q_i)ᵀφ(k_j') + eps), masked to j ≤ i if causal, [..., n, m]."""
+    check_qk(q, k, causal=causal)
+    eps = check_eps(eps)
+    phi_q, phi_k = feature_map(q), feature_map(k)
+    check_features("q", phi_q, q.shape[-2])
+    check_features("k", phi_k, k.shape[-2])
+    scores = phi_q @ phi_k.transpose(-2, -1)  # [..., n, m]
+    if causal:
+        scores = scores.masked_fill(~causal_mask(q.shape[-2], q.device), 0.0)
+    return normalise(scores, scores.sum(-1), eps)
+
+
+def kernel_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    feature_map: FeatureMap = elu_plus_one,
+    *,
+    causal: bool = False,
+    eps: float = 0.0,
+) -> torch.Tensor:
+    """The explicit oracle: (φ(Q)φ(K)ᵀ, masked, row-normalised) V, [..., n, dv].
+
+    Builds the n×m kernel matrix, so it costs O(n·m·f) time and O(n·m) memory. This,
+    not softmax, is what every linear form must reproduce exactly (notebook 02).
+    """
+    check_qkv(q, k, v, causal=causal)
+    return kernel_weights(q, k, feature_map, causal=causal, eps=eps) @ v
+
+
+def linear_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    feature_map: FeatureMap = elu_plus_one,
+    *,
+    causal: bool = False,
+    eps: float = 0.0,
+    method: str = "auto",
+    chunk_size: int = 64,
+) -> torch.Tensor:
+    """out_i = φ(q_i)ᵀ Σ_j φ(k_j)v_jᵀ / (φ(q_i)ᵀ Σ_j φ(k_j) + eps), sums over j ≤ i if causal.
+
+    q [..., n, d], k [..., m, d], v [..., m, dv] -> [..., n, dv]; never builds n×m.
+    ``method``: "parallel" (associativity, notebook 02), "recurrent" (the ledger loop,
+    notebook 05), "chunked" (chunkwise parallel, notebook 05) or "auto" (parallel when
+    non-causal, chunked when causal). ``chunk_size`` is accepted by every method and
+    used by "chunked" and "auto". ``eps`` > 0 floors the denominator and so changes
+    the result; with eps = 0 a normaliser ≤ 0 or non-finite raises ``ValueError``.
+    """
+    check_qkv(q, k, v, causal=causal)
+    eps = check_eps(eps)
+    chunk_size = check_chunk_size(chunk_size)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    batch = broadcast_batch(q=q, k=k, v=v)
+    phi_q = feature_map(q.expand(*batch, *q.shape[-2:]))  # [..., n, f]
+    phi_k = feature_map(k.expand(*batch, *k.shape[-2:]))  # [..., m, f]
+    check_features("q", phi_q, q.shape[-2])
+    check_features("k", phi_k, k.shape[-2])
+    if phi_q.shape[-1] != phi_k.shape[-1]:
+        raise ValueError(f"feature_map gave q and k different feature counts: {phi_q.shape[-1]} and {phi_k.shape[-1]}")
+    v = v.expand(*batch, *v.shape[-2:])
+    if method == "auto":
+        method = "chunked" if causal else "parallel"
+    if method == "parallel":
+        numerator, denominator = parallel_form(phi_q, phi_k, v, causal=causal)
+    elif method == "recurrent":
+        numerator, denominator = recurrent_form(phi_q, phi_k, v, causal=causal)
+    else:
+        numerator, denominator, _ = chunked_form(phi_q, phi_k, v, causal=causal, chunk_size=chunk_size)
+    return normalise(numerator, denominator, eps)

@@ -1,0 +1,48 @@
+"""Pick the device a notebook runs on: cuda, then mps, then cpu, overridable."""
+
+import os
+
+import torch
+
+DEVICE_ENV_VAR = "COURSE_DEVICE"
+
+
+def _available(device: torch.device) -> bool:
+    if device.type == "cuda":
+        return torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()
+    if device.type == "mps":
+        return torch.backends.mps.is_available()
+    return device.type == "cpu"
+
+
+def get_device(override: str | None = None) -> torch.device:
+    """Return the device to compute on.
+
+    Order: ``override`` argument, then the ``COURSE_DEVICE`` environment variable
+    (e.g. ``cpu``, ``cuda:1``), then the first available of cuda → mps → cpu.
+    An explicit choice that is not available raises ``ValueError`` instead of
+    silently falling back.
+    """
+    choice = override if override is not None else os.environ.get(DEVICE_ENV_VAR, "").strip()
+    if choice:
+        source = "override" if override is not None else DEVICE_ENV_VAR
+        try:
+            device = torch.device(choice)
+        except RuntimeError as error:
+            raise ValueError(f"{source} must name a torch device such as 'cpu' or 'cuda', got {choice!r}") from error
+        if not _available(device):
+            raise ValueError(f"{source} asks for device {choice!r}, which is not available on this machine")
+        return device
+    for candidate in ("cuda", "mps"):
+        if _available(torch.device(candidate)):
+            return torch.device(candidate)
+    return torch.device("cpu")
+
+
+def describe_device(device: torch.device) -> str:
+    """One line naming the device, e.g. 'cpu (2 threads)' or 'cuda:0 (NVIDIA H200)'."""
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    if device.type == "cpu":
+        return f"cpu ({torch.get_num_threads()} threads)"
+    return str(device)

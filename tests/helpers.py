@@ -1,0 +1,22 @@
+"""Shared test inputs: seeded q, k, v and the relative-RMS error metric."""
+
+import torch
+
+
+def make_qkv(
+    *batch: int, n: int, m: int | None = None, d: int, dv: int | None = None, seed: int = 0,
+    dtype: torch.dtype = torch.float64, device: str = "cpu",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q [*batch, n, d], k [*batch, m, d], v [*batch, m, dv] from a CPU generator, then moved."""
+    m = n if m is None else m
+    dv = d if dv is None else dv
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(*batch, n, d, generator=g, dtype=dtype)
+    k = torch.randn(*batch, m, d, generator=g, dtype=dtype)
+    v = torch.randn(*batch, m, dv, generator=g, dtype=dtype)
+    return q.to(device), k.to(device), v.to(device)
+
+
+def rel_rms(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """‖actual − expected‖₂ / ‖expected‖₂ over all entries (fla's comparison metric)."""
+    return float((actual - expected).double().norm() / expected.double().norm().clamp_min(1e-300))

@@ -1,0 +1,47 @@
+import pytest
+import torch
+
+from course_lib.device import DEVICE_ENV_VAR, describe_device, get_device
+
+
+def test_override_argument_wins(monkeypatch):
+    monkeypatch.setenv(DEVICE_ENV_VAR, "cuda")
+    assert get_device("cpu") == torch.device("cpu")
+
+
+def test_environment_variable_is_honoured(monkeypatch):
+    monkeypatch.setenv(DEVICE_ENV_VAR, "cpu")
+    assert get_device() == torch.device("cpu")
+
+
+def test_default_prefers_cuda_then_mps_then_cpu(monkeypatch):
+    monkeypatch.delenv(DEVICE_ENV_VAR, raising=False)
+    if torch.cuda.is_available():
+        expected = "cuda"
+    elif torch.backends.mps.is_available():
+        expected = "mps"
+    else:
+        expected = "cpu"
+    assert get_device().type == expected
+
+
+def test_unknown_name_is_refused(monkeypatch):
+    monkeypatch.setenv(DEVICE_ENV_VAR, "gpu-please")
+    with pytest.raises(ValueError, match="COURSE_DEVICE must name a torch device.*'gpu-please'"):
+        get_device()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_unavailable_device_is_refused_not_silently_replaced():
+    with pytest.raises(ValueError, match="asks for device 'cuda', which is not available"):
+        get_device("cuda")
+
+
+def test_describe_cpu_names_the_thread_count():
+    assert describe_device(torch.device("cpu")) == f"cpu ({torch.get_num_threads()} threads)"
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_describe_cuda_names_the_card():
+    assert torch.cuda.get_device_name(0) in describe_device(get_device("cuda"))

@@ -1,0 +1,30 @@
+import torch
+import torch.nn.functional as F
+
+from course_lib.feature_maps import elu_plus_one
+
+
+def test_elu_plus_one_is_x_plus_one_above_zero_and_exp_below():
+    x = torch.linspace(-6, 6, 121, dtype=torch.float64)
+    expected = torch.where(x > 0, x + 1, torch.exp(x))
+    assert torch.allclose(elu_plus_one(x), expected, atol=1e-15, rtol=0)
+    assert torch.allclose(elu_plus_one(x), F.elu(x) + 1, atol=1e-15, rtol=0)
+
+
+def test_elu_plus_one_keeps_relative_precision_where_the_literal_form_cancels():
+    x = torch.tensor([-20.0, -50.0, -100.0])
+    assert (F.elu(x) + 1 == 0).all()  # exp(x) − 1 + 1 cancels in float32
+    assert torch.allclose(elu_plus_one(x), torch.exp(x), rtol=1e-6, atol=0)
+    assert (elu_plus_one(x) > 0).all()
+
+
+def test_elu_plus_one_underflows_only_where_exp_does():
+    assert elu_plus_one(torch.tensor([-700.0], dtype=torch.float64)).item() > 0
+    assert elu_plus_one(torch.tensor([-2000.0], dtype=torch.float64)).item() == 0.0
+    assert elu_plus_one(torch.tensor([-120.0])).item() == 0.0
+
+
+def test_elu_plus_one_gradient_is_finite_on_both_branches():
+    x = torch.tensor([-3.0, 0.0, 200.0], requires_grad=True)
+    elu_plus_one(x).sum().backward()
+    assert torch.allclose(x.grad, torch.tensor([torch.exp(torch.tensor(-3.0)).item(), 1.0, 1.0]))

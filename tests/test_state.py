@@ -1,0 +1,82 @@
+"""The ledger: any way of feeding the stream equals causal linear attention, in constant memory."""
+
+import pytest
+import torch
+from helpers import make_qkv
+
+from course_lib.attention import linear_attention
+from course_lib.state import LinearAttentionState
+
+SPLITS = {"one_chunk": [40], "even": [10, 10, 10, 10], "ragged": [1, 7, 13, 2, 17], "tokens": [1] * 40}
+
+
+@pytest.mark.parametrize("split", SPLITS.values(), ids=SPLITS.keys())
+@pytest.mark.parametrize("chunk_size", [1, 5, 64])
+def test_extend_in_any_chunking_equals_causal_linear_attention(split, chunk_size):
+    q, k, v = make_qkv(2, 3, n=40, d=6, dv=4)
+    expected = linear_attention(q, k, v, causal=True)
+    state = LinearAttentionState(chunk_size=chunk_size)
+    outputs, start = [], 0
+    for size in split:
+        piece = slice(start, start + size)
+        outputs.append(state.extend(q[..., piece, :], k[..., piece, :], v[..., piece, :]))
+        start += size
+    assert (torch.cat(outputs, dim=-2) - expected).abs().max() < 1e-12
+    assert state.tokens_seen == 40
+
+
+def test_step_equals_causal_linear_attention():
+    q, k, v = make_qkv(3, n=25, d=4, dv=2)
+    state = LinearAttentionState()
+    outputs = torch.stack([state.step(q[:, t], k[:, t], v[:, t]) for t in range(25)], dim=-2)
+    assert outputs.shape == (3, 25, 2)
+    assert (outputs - linear_attention(q, k, v, causal=True)).abs().max() < 1e-12
+
+
+def test_state_is_the_ledger_sums():
+    q, k, v = make_qkv(n=12, d=3, dv=5)
+    state = LinearAttentionState()
+    state.extend(q, k, v)
+    phi_k = torch.nn.functional.elu(k) + 1
+    assert torch.allclose(state.S, phi_k.T @ v, atol=1e-13, rtol=0)  # S = Σ φ(k_j) v_jᵀ  [d, dv]
+    assert torch.allclose(state.z, phi_k.sum(0), atol=1e-13, rtol=0)  # z = Σ φ(k_j)       [d]
+
+
+def test_nbytes_stays_constant_along_the_stream():
+    q, k, v = make_qkv(2, 4, n=300, d=8, dv=8, dtype=torch.float32)
+    state = LinearAttentionState()
+    assert state.nbytes == 0
+    sizes = []
+    for t in range(300):
+        state.step(q[..., t, :], k[..., t, :], v[..., t, :])
+        sizes.append(state.nbytes)
+    assert set(sizes) == {2 * 4 * (8 * 8 + 8) * 4}  # heads × (d·dv + d) numbers × 4 bytes
+
+
+def test_reset_forgets_the_stream():
+    q, k, v = make_qkv(n=10, d=3)
+    state = LinearAttentionState()
+    first = state.extend(q, k, v)
+    state.reset()
+    assert state.nbytes == 0 and state.tokens_seen == 0
+    assert torch.equal(state.extend(q, k, v), first)
+
+
+def test_mismatched_chunk_is_refused_and_leaves_the_ledger_untouched():
+    q, k, v = make_qkv(n=10, d=3)
+    state = LinearAttentionState()
+    state.extend(q, k, v)
+    S, z = state.S.clone(), state.z.clone()
+    with pytest.raises(ValueError, match="dv=2 but the ledger was built with dv=3"):
+        state.extend(q, k, v[..., :2])
+    with pytest.raises(ValueError, match="do not match the ledger"):
+        state.extend(q[..., :2], k[..., :2], v)
+    with pytest.raises(ValueError, match="degenerate normaliser"):
+        state.extend(q[:1] - 2000, k[:1] - 2000, v[:1])
+    assert torch.equal(state.S, S) and torch.equal(state.z, z) and state.tokens_seen == 10
+
+
+def test_step_needs_one_token_tensors():
+    state = LinearAttentionState()
+    with pytest.raises(ValueError, match=r"q_t must be a tensor of shape \[\.\.\., d\]"):
+        state.step(torch.tensor(1.0), torch.ones(3), torch.ones(3))

@@ -1,0 +1,144 @@
+"""The validation contract (seed 2): bad input raises a ValueError that says what is wrong."""
+
+import math
+
+import pytest
+import torch
+from helpers import make_qkv
+
+from course_lib.attention import kernel_attention, linear_attention, softmax_attention
+from course_lib.state import LinearAttentionState
+
+
+def stream(q, k, v, **kwargs):
+    return LinearAttentionState(**kwargs).extend(q, k, v)
+
+
+def linear(method):
+    return lambda q, k, v, **kwargs: linear_attention(q, k, v, method=method, **kwargs)
+
+
+FORMS = {
+    "kernel": kernel_attention,
+    **{f"linear_{method}": linear(method) for method in ("auto", "parallel", "recurrent", "chunked")},
+}
+ALL = {**FORMS, "softmax": softmax_attention, "state": stream}
+
+
+def inputs(n=6, m=None, d=4, dv=3):
+    return make_qkv(2, n=n, m=m, d=d, dv=dv)
+
+
+def with_value(x, value, index=(0, 2, 1)):
+    x = x.clone()
+    x[index] = value
+    return x
+
+
+BAD_SHAPES = {
+    "empty_q": (lambda q, k, v: (q[..., :0, :], k, v), "must not be empty"),
+    "empty_k": (lambda q, k, v: (q, k[..., :0, :], v[..., :0, :]), "must not be empty"),
+    "kv_length": (lambda q, k, v: (q, k, v[..., :5, :]), "k and v must have the same length, got 6 and 5"),
+    "zero_d": (lambda q, k, v: (q[..., :0], k[..., :0], v), "at least one feature dim, got d=0"),
+    "zero_dv": (lambda q, k, v: (q, k, v[..., :0]), "v must have at least one feature dim, got dv=0"),
+    "qk_dim": (lambda q, k, v: (q, k[..., :3], v), "q and k must have the same feature dim, got 4 and 3"),
+    "one_dim": (lambda q, k, v: (q[0, 0], k, v), r"q must have shape \[\.\.\., n, d\]"),
+    "batch": (lambda q, k, v: (q, torch.cat([k, k, k]), torch.cat([v, v, v])), "leading .* dims must broadcast"),
+    "dtype": (lambda q, k, v: (q, k.float(), v), "q and k must share dtype"),
+    "int_v": (lambda q, k, v: (q, k, v.long()), "v must have a floating-point dtype"),
+}
+NON_FINITE = {
+    f"{name}_{label}": (position, value)
+    for position, name in enumerate("qkv")
+    for label, value in (("nan", math.nan), ("inf", math.inf), ("-inf", -math.inf))
+}
+
+
+@pytest.mark.parametrize("form", ALL.values(), ids=ALL.keys())
+@pytest.mark.parametrize("corrupt, message", BAD_SHAPES.values(), ids=BAD_SHAPES.keys())
+def test_bad_shapes_are_refused_by_name(form, corrupt, message):
+    with pytest.raises(ValueError, match=message):
+        form(*corrupt(*inputs()))
+
+
+@pytest.mark.parametrize("form", ALL.values(), ids=ALL.keys())
+@pytest.mark.parametrize("position, value", NON_FINITE.values(), ids=NON_FINITE.keys())
+def test_non_finite_inputs_are_refused(form, position, value):
+    args = list(inputs())
+    args[position] = with_value(args[position], value)
+    with pytest.raises(ValueError, match=f"{'qkv'[position]} must hold finite values, found 1 NaN/inf"):
+        form(*args)
+
+
+@pytest.mark.parametrize("form", [*FORMS.values(), softmax_attention], ids=[*FORMS.keys(), "softmax"])
+def test_causal_needs_equal_lengths(form):
+    with pytest.raises(ValueError, match="same length, got n=6 and m=8"):
+        form(*inputs(n=6, m=8), causal=True)
+
+
+def test_a_stream_chunk_needs_equal_lengths():
+    with pytest.raises(ValueError, match="same length, got n=6 and m=8"):
+        stream(*inputs(n=6, m=8))
+
+
+def test_non_tensor_is_a_type_error_naming_the_argument():
+    q, k, v = inputs()
+    with pytest.raises(TypeError, match="v must be a torch.Tensor, got list"):
+        linear_attention(q, k, v.tolist())
+
+
+@pytest.mark.parametrize("form", FORMS.values(), ids=FORMS.keys())
+@pytest.mark.parametrize("causal", [False, True])
+def test_underflowing_features_are_a_degenerate_normaliser(form, causal):
+    """elu+1 at −2000 is exp(−2000) = 0 even in float64: φ(q)ᵀΣφ(k) = 0."""
+    q, k, v = inputs()
+    with pytest.raises(ValueError, match="degenerate normaliser"):
+        form(q - 2000.0, k - 2000.0, v, causal=causal)
+
+
+def test_underflow_in_one_query_is_caught_in_the_stream():
+    q, k, v = inputs()
+    q = with_value(q, -2000.0, index=(0, 3))
+    with pytest.raises(ValueError, match="for 1 of 12 queries"):
+        stream(q, k, v)
+
+
+@pytest.mark.parametrize("form", [*FORMS.values(), stream], ids=[*FORMS.keys(), "state"])
+def test_eps_turns_the_degenerate_case_into_zeros(form):
+    q, k, v = inputs()
+    out = form(q - 2000.0, k - 2000.0, v, eps=1e-6)
+    assert torch.equal(out, torch.zeros_like(out))
+
+
+@pytest.mark.parametrize("form", [*FORMS.values(), stream], ids=[*FORMS.keys(), "state"])
+def test_sign_indefinite_feature_map_is_caught(form):
+    """φ(x) = x can make φ(q)ᵀΣφ(k) negative: refused, not divided."""
+    q, k, v = inputs()
+    q, k = torch.ones_like(q), -torch.ones_like(k)
+    with pytest.raises(ValueError, match="feature map is not positive"):
+        form(q, k, v, feature_map=lambda x: x)
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf, "0", True])
+def test_eps_must_be_a_non_negative_number(bad):
+    with pytest.raises(ValueError, match="eps must be a finite number >= 0"):
+        linear_attention(*inputs(), eps=bad)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True])
+def test_chunk_size_must_be_a_positive_int(bad):
+    with pytest.raises(ValueError, match="chunk_size must be a positive int"):
+        linear_attention(*inputs(), chunk_size=bad)
+
+
+def test_unknown_method_lists_the_choices():
+    with pytest.raises(ValueError, match=r"method must be one of \('auto', 'parallel', 'recurrent', 'chunked'\)"):
+        linear_attention(*inputs(), method="fast")
+
+
+@pytest.mark.parametrize("form", FORMS.values(), ids=FORMS.keys())
+def test_feature_map_output_is_checked(form):
+    with pytest.raises(ValueError, match="feature_map\\(q\\) returned zero features"):
+        form(*inputs(), feature_map=lambda x: x[..., :0])
+    with pytest.raises(ValueError, match="feature_map\\(q\\) produced non-finite features"):
+        form(*(x * 1000 for x in inputs()), feature_map=torch.exp)  # exp(1000) overflows
