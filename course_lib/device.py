@@ -39,6 +39,15 @@ def get_device(override: str | None = None) -> torch.device:
     return torch.device("cpu")
 
 
+def float64_device(device: torch.device) -> torch.device:
+    """``device`` if it computes in float64, else the CPU.
+
+    The course checks formulas in float64; Apple's MPS has no float64, so on a Mac the
+    exactness cells run on the CPU while float32 work (timings) still uses MPS.
+    """
+    return torch.device("cpu") if device.type == "mps" else device
+
+
 def describe_device(device: torch.device) -> str:
     """One line naming the device, e.g. 'cpu (2 threads)' or 'cuda:0 (NVIDIA H200)'."""
     if device.type == "cuda":

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from course_lib.device import DEVICE_ENV_VAR, describe_device, get_device
+from course_lib.device import DEVICE_ENV_VAR, describe_device, float64_device, get_device
 
 
 def test_override_argument_wins(monkeypatch):
@@ -45,3 +45,9 @@ def test_describe_cpu_names_the_thread_count():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_describe_cuda_names_the_card():
     assert torch.cuda.get_device_name(0) in describe_device(get_device("cuda"))
+
+
+def test_float64_work_leaves_mps_for_the_cpu():
+    assert float64_device(torch.device("mps")) == torch.device("cpu")
+    assert float64_device(torch.device("cuda", 1)) == torch.device("cuda", 1)
+    assert float64_device(torch.device("cpu")) == torch.device("cpu")

@@ -1,0 +1,116 @@
+"""Building blocks of grader tests: fixed-seed inputs, calling the student, comparing answers.
+
+The pattern every test follows (so mutating inputs cannot change a verdict):
+make fresh inputs from a fixed seed, compute the expected answer with course_lib
+FIRST, then ``call`` the student's function, which only ever sees clones.
+"""
+
+from collections.abc import Callable
+
+import torch
+
+from course_lib.grading.core import GradingFailure
+
+
+def make_qkv(
+    *,
+    n: int,
+    m: int,
+    d: int,
+    dv: int,
+    seed: int,
+    batch: tuple[int, ...] = (),
+    dtype: torch.dtype = torch.float64,
+    scale: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Standard-normal q [*batch, n, d] and k [*batch, m, d] times ``scale``, v [*batch, m, dv]; CPU."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(*batch, n, d, generator=g, dtype=dtype) * scale
+    k = torch.randn(*batch, m, d, generator=g, dtype=dtype) * scale
+    v = torch.randn(*batch, m, dv, generator=g, dtype=dtype)
+    return q, k, v
+
+
+def _join(message: str, hint: str) -> str:
+    return f"{message}; {hint}" if hint else message
+
+
+def call(fn: Callable, *args: torch.Tensor, hint: str = "", **kwargs: object) -> object:
+    """``fn(*clones of args, **kwargs)``; an exception in it becomes a ``GradingFailure``."""
+    clones = [arg.clone() for arg in args]
+    shapes = ", ".join(str(list(arg.shape)) for arg in args)
+    extra = "".join(f", {key}={value!r}" for key, value in kwargs.items())
+    try:
+        return fn(*clones, **kwargs)
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - the student's exception is the feedback
+        name = getattr(fn, "__name__", "your function")
+        raise GradingFailure(
+            _join(f"{name}(inputs of shape {shapes}{extra}) raised {type(error).__name__}: {error}", hint)
+        ) from None
+
+
+def answers(
+    fn: Callable, reference: Callable, inputs: tuple[torch.Tensor, ...], *, hint: str = "", **kwargs: object
+) -> tuple[object, torch.Tensor]:
+    """(fn's answer, the expected answer) on ``inputs``: the reference runs FIRST, fn gets clones."""
+    expected = reference(*inputs, **kwargs)
+    return call(fn, *inputs, hint=hint, **kwargs), expected
+
+
+def expect_output(out: object, expected: torch.Tensor, *, hint: str = "", layout: str = "[..., n, dv]") -> torch.Tensor:
+    """``out`` must be a finite tensor with ``expected``'s shape and dtype; returns it on the CPU.
+
+    ``hint`` is added to the message about NaN/inf entries (type, shape and dtype
+    messages speak for themselves); ``layout`` names the expected axes.
+    """
+    shape = f"{list(expected.shape)} = {layout}"
+    if not isinstance(out, torch.Tensor):
+        raise GradingFailure(f"expected a torch.Tensor of shape {shape}, got {type(out).__name__}")
+    if out.shape != expected.shape:
+        raise GradingFailure(f"output has shape {list(out.shape)}, expected {shape}")
+    if out.dtype != expected.dtype:
+        raise GradingFailure(f"output has dtype {out.dtype}, expected {expected.dtype} (the inputs' dtype)")
+    bad = ~torch.isfinite(out.detach().cpu())
+    if bad.any():
+        first = tuple(int(i) for i in bad.nonzero()[0])
+        raise GradingFailure(
+            _join(f"output holds {int(bad.sum())} NaN/inf entries of {out.numel()} (first at index {first})", hint)
+        )
+    return out.detach().cpu()
+
+
+def expect_close(out: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol: float, hint: str = "") -> None:
+    """|out - expected| ≤ atol + rtol·|expected| everywhere, else name the worst entry."""
+    error = (out - expected).abs()
+    excess = error - (atol + rtol * expected.abs())
+    if (excess > 0).any():
+        worst = int(error.argmax())
+        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), error.shape))
+        raise GradingFailure(
+            _join(f"output differs from the reference: max |error| {float(error.max()):.3g} at index {index}", hint)
+        )
+
+
+def compare(out: object, expected: torch.Tensor, *, atol: float, rtol: float, hint: str = "") -> None:
+    """``expect_output`` then ``expect_close``: right type, shape, dtype, finite, and values."""
+    expect_close(expect_output(out, expected, hint=hint), expected, atol=atol, rtol=rtol, hint=hint)
+
+
+def compare_batched(
+    fn: Callable, reference: Callable, inputs: tuple[torch.Tensor, ...], *, atol: float, rtol: float
+) -> None:
+    """``compare`` on batched inputs [B, H, n, d], with a hint that says whether the batch dims are to blame.
+
+    On a mismatch the first slice [n, d] is graded alone: right there means the
+    batch handling is wrong (typically ``.T``); wrong there means the formula is.
+    """
+    try:
+        compare(*answers(fn, reference, inputs), atol=atol, rtol=rtol)
+    except GradingFailure as failure:
+        first = tuple(x[(0,) * (x.dim() - 2)] for x in inputs)  # [n, d]: one batch entry, one head
+        try:
+            compare(call(fn, *first), reference(*first), atol=atol, rtol=rtol)
+            hint = "a single [n, d] slice is right, so the batch dims are mishandled: use k.transpose(-2, -1), not k.T"
+        except GradingFailure:
+            hint = "the answer is wrong even without batch dims: fix the `values` test first"
+        raise GradingFailure(f"{failure}; {hint}") from None

@@ -1,0 +1,1 @@
+"""Grader tests, one module per exercise; the module name is the exercise id (see ``registry``)."""

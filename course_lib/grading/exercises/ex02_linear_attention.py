@@ -1,0 +1,63 @@
+"""Grader tests of exercise 2: non-causal ``linear_attention(q, k, v)`` with φ(x) = elu(x) + 1.
+
+The answer keys are ``course_lib.attention.kernel_attention`` (the explicit n×m
+oracle, float64, tolerance 1e-10) and, for the long sequence where n×m cannot
+exist, ``course_lib.attention.linear_attention`` in float32 (see that test).
+"""
+
+import torch
+
+from course_lib.attention import kernel_attention, linear_attention
+from course_lib.grading.checks import answers, call, compare, compare_batched, expect_output, make_qkv
+from course_lib.grading.core import grader_test
+
+FUNCTION_NAME = "linear_attention"
+TITLE = "Linear attention: one blackboard for the whole canteen"
+
+EXACT = {"atol": 1e-10, "rtol": 1e-10}
+FORMULA_HINT = "expected out_i = φ(q_i)ᵀ(φ(K)ᵀV) / (φ(q_i)ᵀ Σ_j φ(k_j)) with φ(x) = elu(x) + 1"
+LONG_N = 2**23
+
+
+@grader_test(points=2)
+def shape_and_dtype(fn):
+    """returns a tensor [..., n, dv] in the inputs' dtype (checked with n != m and dv != d)"""
+    expect_output(*answers(fn, kernel_attention, make_qkv(n=5, m=7, d=4, dv=3, seed=11)))
+
+
+@grader_test(points=3)
+def values(fn):
+    """matches the kernel oracle (φ(Q)φ(K)ᵀ, row-normalised) V in float64"""
+    out, expected = answers(fn, kernel_attention, make_qkv(n=6, m=9, d=8, dv=5, seed=12))
+    compare(out, expected, **EXACT, hint=FORMULA_HINT)
+
+
+@grader_test(points=2)
+def batch_dims(fn):
+    """keeps leading batch/head dims: q [2, 3, n, d] -> [2, 3, n, dv]"""
+    compare_batched(fn, kernel_attention, make_qkv(batch=(2, 3), n=6, m=9, d=4, dv=5, seed=13), **EXACT)
+
+
+@grader_test(points=1)
+def constant_values(fn):
+    """returns v itself when every value row is the same vector (the normaliser makes it an average)"""
+    q, k, _ = make_qkv(n=6, m=9, d=4, dv=3, seed=14)
+    v = torch.tensor([1.5, -2.0, 0.25], dtype=torch.float64).expand(9, 3).clone()  # v_j = c for every key
+    expected = v[:1].expand(6, 3).clone()  # [n, dv]: every query gets c, whatever its weights
+    out = call(fn, q, k, v)
+    compare(out, expected, **EXACT, hint="each query's weights must sum to 1: divide by φ(q_i)ᵀ Σ_j φ(k_j)")
+
+
+@grader_test(points=2)
+def long_sequence(fn):
+    """handles n = m = 2**23 (d = dv = 2) without the n×m matrix, which would need 281 TB
+
+    float32: both answers sum 2**23 terms, so they agree to ~1e-6 relative, well
+    inside the tolerance (atol 1e-4, rtol 1e-3; outputs are ~0.3, as v depends on k).
+    The inputs take 200 MB; an answer by associativity runs in ~1 s.
+    """
+    q, k, v = make_qkv(n=LONG_N, m=LONG_N, d=2, dv=2, seed=15, dtype=torch.float32)
+    v += k  # [m, 2], correlated with k so each query's output depends on it
+    hint = "compute φ(K)ᵀV [d, dv] and Σ_j φ(k_j) [d] first, never the n×m matrix φ(Q)φ(K)ᵀ"
+    out, expected = answers(fn, linear_attention, (q, k, v), hint=hint)
+    compare(out, expected, atol=1e-4, rtol=1e-3, hint=FORMULA_HINT)

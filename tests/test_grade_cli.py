@@ -1,0 +1,147 @@
+"""python -m course_lib.grade: batch grading of submitted notebooks, on copies of the committed ones.
+
+One module-scoped run grades a folder of eight submissions (about a minute: each
+notebook gets its own kernel and grading worker); the tests read its table and CSV.
+"""
+
+import copy
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_lib.grade import find_notebooks, main
+
+ROOT = Path(__file__).resolve().parents[1]
+CELL_TIMEOUT = 10  # seconds; the hanging cell in gina.ipynb is interrupted after this
+
+
+def read(folder: str, exercise_id: str) -> nbformat.NotebookNode:
+    return nbformat.read(ROOT / folder / f"{exercise_id}.ipynb", as_version=4)
+
+
+def function_cell(notebook: nbformat.NotebookNode) -> int:
+    name = notebook.metadata["course_lib"]["function"]
+    return next(i for i, cell in enumerate(notebook.cells) if f"def {name}(" in cell.source)
+
+
+def submissions(folder: Path) -> None:
+    """Write the test submissions: good, stub, broken, hanging, unidentifiable."""
+    ex01, ex02 = read("solutions", "ex01_softmax_attention"), read("solutions", "ex02_linear_attention")
+    nameless = copy.deepcopy(ex02)
+    del nameless.metadata["course_lib"]  # identified by its file name instead
+    syntax_error = copy.deepcopy(ex01)
+    syntax_error.cells[function_cell(ex01)].source = "def softmax_attention(q, k, v, causal=False)\n    return q"
+    deleted = copy.deepcopy(ex01)
+    del deleted.cells[function_cell(ex01)]
+    hanging = copy.deepcopy(ex01)
+    hanging.cells.insert(-1, nbformat.v4.new_code_cell("while True:\n    pass"))
+    unknown = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('my notes')")])
+    notebooks = {
+        "alice_ex01.ipynb": ex01,
+        "bob.ipynb": read("exercises", "ex01_softmax_attention"),
+        "carol_ex02_linear_attention.ipynb": nameless,
+        "dan.ipynb": read("exercises", "ex02_linear_attention"),
+        "erin.ipynb": syntax_error,
+        "frank.ipynb": deleted,
+        "gina.ipynb": hanging,
+        "notes/readme.ipynb": unknown,
+        ".ipynb_checkpoints/alice_ex01-checkpoint.ipynb": ex01,
+    }
+    for name, notebook in notebooks.items():
+        (folder / name).parent.mkdir(exist_ok=True)
+        nbformat.write(notebook, folder / name)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict[str, dict[str, str]]]:
+    folder = tmp_path_factory.mktemp("submissions")
+    submissions(folder)
+    scores = folder.parent / "scores.csv"
+    command = [
+        sys.executable,
+        "-m",
+        "course_lib.grade",
+        str(folder),
+        "--csv",
+        str(scores),
+        "--cell-timeout",
+        str(CELL_TIMEOUT),
+    ]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    with scores.open(newline="", encoding="utf-8") as file:
+        rows = {Path(row["file"]).relative_to(folder).as_posix(): row for row in csv.DictReader(file)}
+    return run, rows
+
+
+def score(rows: dict, name: str) -> tuple[str, str, str]:
+    return rows[name]["exercise"], rows[name]["score"], rows[name]["max_score"]
+
+
+def test_every_notebook_gets_a_row_and_checkpoints_are_skipped(graded):
+    run, rows = graded
+    assert run.returncode == 0, run.stderr
+    assert sorted(rows) == [
+        "alice_ex01.ipynb", "bob.ipynb", "carol_ex02_linear_attention.ipynb", "dan.ipynb",
+        "erin.ipynb", "frank.ipynb", "gina.ipynb", "notes/readme.ipynb",
+    ]  # fmt: skip
+    assert list(next(iter(rows.values()))) == ["file", "exercise", "score", "max_score", "notes"]
+
+
+def test_solutions_score_full_marks(graded):
+    _, rows = graded
+    assert score(rows, "alice_ex01.ipynb") == ("ex01_softmax_attention", "10", "10")
+    assert score(rows, "carol_ex02_linear_attention.ipynb") == ("ex02_linear_attention", "10", "10")  # from its name
+    assert rows["alice_ex01.ipynb"]["notes"] == rows["carol_ex02_linear_attention.ipynb"]["notes"] == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "exercise_id"), [("bob.ipynb", "ex01_softmax_attention"), ("dan.ipynb", "ex02_linear_attention")]
+)
+def test_exercise_stubs_score_zero(graded, name, exercise_id):
+    _, rows = graded
+    assert score(rows, name) == (exercise_id, "0", "10")
+    assert rows[name]["notes"].startswith("failed shape_and_dtype, values, ")
+    assert f"raised NotImplementedError: {exercise_id}: " in rows[name]["notes"]
+
+
+@pytest.mark.parametrize(("name", "reason"), [("erin.ipynb", "; cell 4 raised SyntaxError"), ("frank.ipynb", "")])
+def test_broken_notebook_scores_zero_with_the_reason(graded, name, reason):
+    _, rows = graded
+    assert score(rows, name) == ("ex01_softmax_attention", "0", "10")
+    assert rows[name]["notes"].startswith("the notebook defines no softmax_attention" + reason)
+
+
+def test_hanging_cell_is_interrupted_and_the_function_still_graded(graded):
+    _, rows = graded
+    assert score(rows, "gina.ipynb") == ("ex01_softmax_attention", "10", "10")
+    assert rows["gina.ipynb"]["notes"] == "cell 8 raised KeyboardInterrupt"
+
+
+def test_unidentifiable_notebook_scores_zero_without_running(graded):
+    _, rows = graded
+    assert score(rows, "notes/readme.ipynb") == ("?", "0", "0")
+    assert rows["notes/readme.ipynb"]["notes"].startswith("cannot tell the exercise: no course_lib metadata")
+
+
+def test_printed_table_matches_the_csv(graded):
+    run, rows = graded
+    lines = run.stdout.splitlines()
+    assert lines[0].split() == ["file", "exercise", "score", "max", "notes"]
+    assert len(lines) == 1 + len(rows)
+    for line, row in zip(lines[1:], sorted(rows.values(), key=lambda row: row["file"]), strict=True):
+        assert line.split()[:4] == [row["file"], row["exercise"], row["score"], row["max_score"]]
+
+
+def test_bad_paths_are_usage_errors(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("not a notebook")
+    with pytest.raises(ValueError, match="PATH must be a notebook"):
+        find_notebooks([tmp_path / "notes.txt"])
+    for argv in ([str(tmp_path / "notes.txt")], [str(tmp_path)]):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+    assert "no notebooks found in" in capsys.readouterr().err

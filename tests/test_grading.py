@@ -1,0 +1,295 @@
+"""course_lib.grading: solutions score full marks, stubs and mutants lose points, bad code cannot break it.
+
+Runs the grader for real in worker processes (~2 s each: a fresh Python that
+imports torch) for the solutions, stubs and failure paths; the mutant suite uses
+the documented in-process path ``grade(..., isolated=False)`` to stay fast.
+"""
+
+import resource
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+from grader_mutants import (
+    MUTANTS,
+    Unloadable,
+    cheat_ex01,
+    cheat_ex02,
+    correct,
+    exit_process,
+    hang_when_causal,
+    loop_forever,
+    print_then_answer,
+    raise_value_error,
+    scribble_ex01,
+    scribble_ex02,
+)
+
+from course_lib import attention
+from course_lib.grading import (
+    GradeResult,
+    TestResult,
+    check,
+    exercise_ids,
+    format_report,
+    grade,
+    grader_test,
+    load_exercise,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = ["ex01_softmax_attention", "ex02_linear_attention"]
+
+
+def notebook_function(path: Path) -> object:
+    """The graded function of a notebook: exec its code cells up to the one defining it."""
+    notebook = nbformat.read(path, as_version=4)
+    name = notebook.metadata["course_lib"]["function"]
+    namespace = {"__name__": f"notebook_{path.parent.name}_{path.stem}"}  # not importable: pickled by value
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            exec(compile(cell.source, f"{path.name}", "exec"), namespace)
+            if f"def {name}(" in cell.source:
+                return namespace[name]
+    raise AssertionError(f"{path} has no cell defining {name}")
+
+
+def feedback(result: GradeResult) -> dict[str, str]:
+    return {test.name: test.feedback for test in result.tests}
+
+
+def failed(result: GradeResult) -> set[str]:
+    return {test.name for test in result.tests if not test.passed}
+
+
+# --- the committed notebooks ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exercise_id", EXERCISES)
+def test_solution_scores_full_marks_and_check_prints_the_report(exercise_id, capsys):
+    result = check(exercise_id, notebook_function(ROOT / "solutions" / f"{exercise_id}.ipynb"))
+    assert (result.score, result.max_score, result.message) == (10, 10, "")
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == f"{exercise_id}: {load_exercise(exercise_id).title}"
+    assert printed[1:-1] == [
+        f"✓ {t.name} ({t.points}/{t.points}): {t.description}" for t in load_exercise(exercise_id).tests
+    ]
+    assert printed[-1] == "Score: 10/10"
+
+
+def test_long_sequence_runs_in_seconds_and_small_memory_for_the_solution():
+    result = grade("ex02_linear_attention", notebook_function(ROOT / "solutions" / "ex02_linear_attention.ipynb"))
+    long = next(test for test in result.tests if test.name == "long_sequence")
+    assert long.passed and long.seconds < 15, long
+    # ru_maxrss of children is the peak of the largest child reaped so far: an upper bound for this worker.
+    peak_gib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+    assert peak_gib < 2.5, f"a grading worker peaked at {peak_gib:.2f} GiB"
+
+
+@pytest.mark.parametrize("exercise_id", EXERCISES)
+def test_exercise_stub_scores_zero_and_shows_the_hint(exercise_id):
+    result = grade(exercise_id, notebook_function(ROOT / "exercises" / f"{exercise_id}.ipynb"))
+    assert (result.score, result.max_score) == (0, 10)
+    for text in feedback(result).values():
+        assert f"raised NotImplementedError: {exercise_id}: " in text
+
+
+# --- mutants: every test is needed, every mistake costs points -----------------------------
+
+
+@pytest.fixture(scope="module")
+def mutant_results() -> dict[str, GradeResult]:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The use of `x.T`")  # the .T mutants, on purpose
+        return {m.name: grade(ex, m.fn, isolated=False) for ex, mutants in MUTANTS.items() for m in mutants}
+
+
+@pytest.mark.parametrize(
+    ("exercise_id", "mutant"), [pytest.param(ex, m, id=m.name) for ex, ms in MUTANTS.items() for m in ms]
+)
+def test_mutant_loses_points_on_the_tests_it_targets(exercise_id, mutant, mutant_results):
+    result = mutant_results[mutant.name]
+    assert result.score < result.max_score
+    assert mutant.targets <= failed(result), f"{mutant.name} passed {sorted(mutant.targets - failed(result))}"
+
+
+@pytest.mark.parametrize("exercise_id", EXERCISES)
+def test_mutants_together_fail_every_grader_test(exercise_id, mutant_results):
+    assert set(MUTANTS) == set(exercise_ids())
+    caught = set().union(*(failed(mutant_results[m.name]) for m in MUTANTS[exercise_id]))
+    assert caught == {test.name for test in load_exercise(exercise_id).tests}
+
+
+@pytest.mark.parametrize(
+    ("mutant", "blame"),
+    [
+        ("ex01_transpose_with_T", "the batch dims are mishandled: use k.transpose(-2, -1), not k.T"),
+        ("ex01_no_sqrt_d", "the answer is wrong even without batch dims: fix the `values` test first"),
+    ],
+)
+def test_batch_dims_feedback_says_whether_the_batch_or_the_formula_is_wrong(mutant, blame, mutant_results):
+    assert feedback(mutant_results[mutant])["batch_dims"].endswith(blame)
+
+
+# --- inputs cannot be used to cheat ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("exercise_id", "cheat"), [(EXERCISES[0], cheat_ex01), (EXERCISES[1], cheat_ex02)])
+def test_zeroing_v_in_place_does_not_earn_full_marks(exercise_id, cheat):
+    result = grade(exercise_id, cheat, isolated=False)
+    assert result.score < result.max_score and "values" in failed(result)
+
+
+@pytest.mark.parametrize(("exercise_id", "scribble"), [(EXERCISES[0], scribble_ex01), (EXERCISES[1], scribble_ex02)])
+def test_scribbling_on_inputs_after_computing_keeps_full_marks(exercise_id, scribble):
+    assert grade(exercise_id, scribble, isolated=False).score == 10
+
+
+# --- bad student code becomes feedback --------------------------------------------------------
+
+
+def test_endless_loop_scores_zero_at_the_time_limit_after_threaded_torch():
+    torch.randn(512, 512) @ torch.randn(512, 512)  # torch's thread pool is now running in this process
+    start = time.monotonic()
+    result = grade("ex01_softmax_attention", loop_forever, timeout=5)
+    assert time.monotonic() - start < 5 + 5
+    assert (result.score, result.message) == (0, "time limit of 5 s reached")
+    texts = list(feedback(result).values())
+    assert texts[0].startswith("time limit of 5 s reached while running this test")
+    assert set(texts[1:]) == {"not run: time limit of 5 s reached while running test shape_and_dtype"}
+
+
+def test_finished_tests_keep_their_verdicts_after_a_timeout():
+    result = grade("ex01_softmax_attention", hang_when_causal, timeout=8)
+    assert [test.passed for test in result.tests[:2]] == [True, True] and result.score == 4
+    assert feedback(result)["causal_values"].startswith("time limit of 8 s reached while running this test")
+    assert feedback(result)["batch_dims"] == "not run: time limit of 8 s reached while running test causal_values"
+
+
+def test_exception_in_student_code_is_feedback():
+    result = grade("ex01_softmax_attention", raise_value_error)
+    assert result.score == 0 and result.message == ""
+    assert all(
+        "raise_value_error(inputs of shape" in t and "raised ValueError: boom" in t for t in feedback(result).values()
+    )
+
+
+def test_student_prints_cannot_corrupt_the_protocol():
+    assert grade("ex01_softmax_attention", print_then_answer).score == 10
+
+
+def test_worker_crash_is_a_zero_score_with_a_message():
+    result = grade("ex01_softmax_attention", exit_process)
+    assert result.score == 0
+    assert result.message.startswith("the grading process stopped (exit code 3) while running test shape_and_dtype")
+    assert result.message.endswith("its last output: about to crash")
+    assert feedback(result)["shape_and_dtype"] == "the grading process stopped (exit code 3) while running this test"
+    assert (
+        feedback(result)["values"]
+        == "not run: the grading process stopped (exit code 3) while running test shape_and_dtype"
+    )
+
+
+def test_function_the_worker_cannot_load_is_a_zero_score_with_a_message():
+    result = grade("ex01_softmax_attention", Unloadable())
+    message = "the grading process could not load the function: RuntimeError: cannot be rebuilt here"
+    assert (result.score, result.message) == (0, message)
+    assert set(feedback(result).values()) == {f"not run: {message}"}
+
+
+def test_unpicklable_function_is_a_zero_score_with_a_message():
+    lock = threading.Lock()
+
+    def locked(q, k, v, causal=False):
+        with lock:
+            return attention.softmax_attention(q, k, v, causal=causal)
+
+    result = grade("ex01_softmax_attention", locked)
+    assert result.score == 0 and result.message.startswith("could not send locked to the grading process: TypeError")
+    assert all(text.startswith("not run: could not send locked") for text in feedback(result).values())
+
+
+@pytest.mark.parametrize(
+    ("fn", "message"),
+    [
+        (lambda q, k, v, causal=False: [[0.0]], "expected a torch.Tensor of shape [5, 3] = [..., n, dv], got list"),
+        (lambda q, k, v, causal=False: None, "expected a torch.Tensor of shape [5, 3] = [..., n, dv], got NoneType"),
+        (lambda q, k, v, causal=False: q, "output has shape [5, 4], expected [5, 3] = [..., n, dv]"),
+        (
+            lambda q, k, v, causal=False: correct(q, k, v).float(),
+            "output has dtype torch.float32, expected torch.float64",
+        ),
+        (
+            lambda q, k, v, causal=False: correct(q, k, v) * torch.nan,
+            "output holds 15 NaN/inf entries of 15 (first at index (0, 0))",
+        ),
+        (lambda q, k, v, causal=False: exit(), "raised SystemExit: None"),
+    ],
+    ids=["list", "none", "shape", "dtype", "nan", "exit"],
+)
+def test_garbage_return_is_feedback(fn, message):
+    result = grade("ex01_softmax_attention", fn, isolated=False)
+    assert result.score < 10 and message in feedback(result)["shape_and_dtype"]
+
+
+def test_value_error_names_the_worst_entry():
+    result = grade(
+        "ex01_softmax_attention", lambda q, k, v, causal=False: correct(q, k, v, causal) * 1.5, isolated=False
+    )
+    assert feedback(result)["values"].startswith("output differs from the reference: max |error| ")
+    assert "at index (" in feedback(result)["values"] and "1/sqrt(d)" in feedback(result)["values"]
+
+
+# --- API contract -----------------------------------------------------------------------------
+
+
+def test_unknown_exercise_id_raises_naming_the_known_ids():
+    with pytest.raises(ValueError, match="unknown exercise id 'ex99'; known exercises: ex01_softmax_attention, ex02_"):
+        grade("ex99", correct)
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(TypeError, match="fn must be the function to grade, got NoneType"):
+        grade("ex01_softmax_attention", None)
+    with pytest.raises(ValueError, match="timeout must be a finite number of seconds > 0, got 0"):
+        grade("ex01_softmax_attention", correct, timeout=0)
+    with pytest.raises(ValueError, match="points must be a positive int, got 0"):
+        grader_test(points=0)
+
+
+def test_check_is_skipped_during_batch_grading(monkeypatch, capsys):
+    monkeypatch.setenv("COURSE_LIB_GRADING", "1")
+    assert check("ex01_softmax_attention", loop_forever) is None
+    assert capsys.readouterr().out == "check() skipped during batch grading\n"
+
+
+def test_report_marks_failures_and_ends_with_the_score_line():
+    tests = [
+        TestResult("values", 0, 2, False, "wrong\nvery wrong", 0.1),
+        TestResult("batch_dims", 2, 2, True, "ok", 0.2),
+    ]
+    report = format_report(GradeResult("ex01_softmax_attention", tests, message="time limit of 5 s reached"))
+    assert report.splitlines()[1:] == [
+        "✗ values (0/2): wrong",
+        "    very wrong",
+        "✓ batch_dims (2/2): ok",
+        "Note: time limit of 5 s reached",
+        "Score: 2/4",
+    ]
+
+
+def test_result_round_trips_through_a_dict():
+    result = GradeResult("ex01_softmax_attention", [TestResult("values", 2, 2, True, "ok", 0.5)], message="m")
+    assert GradeResult.from_dict(result.to_dict()) == result
+    assert repr(result) == "GradeResult('ex01_softmax_attention', score=2/2, message='m')"
+
+
+@pytest.mark.parametrize("exercise_id", EXERCISES)
+def test_registry_entries(exercise_id):
+    exercise = load_exercise(exercise_id)
+    assert exercise.max_score == 10 and exercise.title and exercise.function_name
+    assert all(test.description and test.points >= 1 for test in exercise.tests)
