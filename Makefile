@@ -7,6 +7,8 @@ BIN := $(VENV)/bin
 # wheel. Override for another build, e.g. `make lab TORCH_SPEC=torch`.
 TORCH_SPEC ?= torch==2.13.0
 KERNEL_NAME ?= linear-attention-course
+# Extra JupyterLab flags, e.g. LAB_ARGS="--no-browser --port 8890"; root (containers) needs --allow-root.
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 STAMP := $(VENV)/.installed-stamp
 NOTEBOOKS := $(wildcard notebooks/*.ipynb) $(wildcard solutions/*.ipynb)
 
@@ -24,7 +26,7 @@ install: $(STAMP)
 
 lab: install
 	$(BIN)/python -m ipykernel install --user --name $(KERNEL_NAME) --display-name "Linear Attention (course)"
-	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/00_start_here.ipynb
 
 test: install
 	$(BIN)/python -m pytest
