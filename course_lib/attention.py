@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import torch
 
-from course_lib.feature_maps import elu_plus_one
+from course_lib.feature_maps import elu_plus_one, query_key_features
 from course_lib.linear_forms import chunked_form, parallel_form, recurrent_form
 from course_lib.validation import (
     broadcast_batch,
@@ -57,7 +57,7 @@ def kernel_weights(
     """A_ij = φ(q_i)ᵀφ(k_j) / (Σ_j' φ(q_i)ᵀφ(k_j') + eps), masked to j ≤ i if causal, [..., n, m]."""
     check_qk(q, k, causal=causal)
     eps = check_eps(eps)
-    phi_q, phi_k = feature_map(q), feature_map(k)
+    phi_q, phi_k = query_key_features(feature_map, q, k)  # [..., n, f], [..., m, f]
     check_features("q", phi_q, q.shape[-2])
     check_features("k", phi_k, k.shape[-2])
     scores = phi_q @ phi_k.transpose(-2, -1)  # [..., n, m]
@@ -110,8 +110,9 @@ def linear_attention(
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     batch = broadcast_batch(q=q, k=k, v=v)
-    phi_q = feature_map(q.expand(*batch, *q.shape[-2:]))  # [..., n, f]
-    phi_k = feature_map(k.expand(*batch, *k.shape[-2:]))  # [..., m, f]
+    phi_q, phi_k = query_key_features(  # [..., n, f], [..., m, f]
+        feature_map, q.expand(*batch, *q.shape[-2:]), k.expand(*batch, *k.shape[-2:])
+    )
     check_features("q", phi_q, q.shape[-2])
     check_features("k", phi_k, k.shape[-2])
     if phi_q.shape[-1] != phi_k.shape[-1]:

@@ -17,3 +17,36 @@ def elu_plus_one(x: torch.Tensor) -> torch.Tensor:
     Shapes: [..., d] -> [..., d].
     """
     return torch.where(x > 0, x + 1.0, torch.exp(x.clamp(max=0.0)))
+
+
+def relu(x: torch.Tensor) -> torch.Tensor:
+    """φ(x) = max(x, 0): non-negative, but a query or key with no positive entry has φ = 0."""
+    return torch.relu(x)
+
+
+def identity(x: torch.Tensor) -> torch.Tensor:
+    """φ(x) = x: decomposable (φ(q)ᵀφ(k) = qᵀk) but signed, so the normaliser can be 0 or negative."""
+    return x
+
+
+FEATURE_MAPS = {"elu_plus_one": elu_plus_one, "relu": relu, "identity": identity}
+
+
+def get_feature_map(name: str):
+    """The simple feature map registered under ``name`` (see ``FEATURE_MAPS``)."""
+    if name not in FEATURE_MAPS:
+        raise ValueError(f"feature map must be one of {tuple(FEATURE_MAPS)}, got {name!r}")
+    return FEATURE_MAPS[name]
+
+
+def query_key_features(feature_map, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(φ(q), φ(k)) as the attention functions use them.
+
+    A map may define ``for_queries`` and ``for_keys`` (``PerformerFeatures`` does) to
+    return φ(q)·c_q and φ(k)·c with c_q > 0 per query and c a constant per feature
+    fixed before seeing data: numerically safer, and the same attention output,
+    since c_q cancels between numerator and denominator. Plain maps apply φ to both.
+    """
+    if hasattr(feature_map, "for_queries") and hasattr(feature_map, "for_keys"):
+        return feature_map.for_queries(q), feature_map.for_keys(k)
+    return feature_map(q), feature_map(k)

@@ -3,7 +3,7 @@
 import torch
 
 from course_lib.attention import FeatureMap
-from course_lib.feature_maps import elu_plus_one
+from course_lib.feature_maps import elu_plus_one, query_key_features
 from course_lib.linear_forms import chunked_form
 from course_lib.validation import broadcast_batch, check_chunk_size, check_eps, check_features, check_qkv, normalise
 
@@ -44,8 +44,9 @@ class LinearAttentionState:
         """
         check_qkv(q, k, v, causal=True)
         batch = broadcast_batch(q=q, k=k, v=v)
-        phi_q = self.feature_map(q.expand(*batch, *q.shape[-2:]))  # [..., c, f]
-        phi_k = self.feature_map(k.expand(*batch, *k.shape[-2:]))  # [..., c, f]
+        phi_q, phi_k = query_key_features(  # [..., c, f] each
+            self.feature_map, q.expand(*batch, *q.shape[-2:]), k.expand(*batch, *k.shape[-2:])
+        )
         check_features("q", phi_q, q.shape[-2])
         check_features("k", phi_k, k.shape[-2])
         v = v.expand(*batch, *v.shape[-2:])

@@ -1,7 +1,8 @@
+import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.feature_maps import elu_plus_one
+from course_lib.feature_maps import FEATURE_MAPS, elu_plus_one, get_feature_map, identity, query_key_features, relu
 
 
 def test_elu_plus_one_is_x_plus_one_above_zero_and_exp_below():
@@ -28,3 +29,30 @@ def test_elu_plus_one_gradient_is_finite_on_both_branches():
     x = torch.tensor([-3.0, 0.0, 200.0], requires_grad=True)
     elu_plus_one(x).sum().backward()
     assert torch.allclose(x.grad, torch.tensor([torch.exp(torch.tensor(-3.0)).item(), 1.0, 1.0]))
+
+
+def test_registry_names_the_simple_maps_and_refuses_others():
+    assert FEATURE_MAPS == {"elu_plus_one": elu_plus_one, "relu": relu, "identity": identity}
+    assert get_feature_map("relu") is relu
+    x = torch.tensor([-2.0, 0.5])
+    assert torch.equal(relu(x), torch.tensor([0.0, 0.5])) and torch.equal(identity(x), x)
+    with pytest.raises(ValueError, match="feature map must be one of \\('elu_plus_one', 'relu', 'identity'\\), got 'tanh'"):
+        get_feature_map("tanh")
+
+
+def test_query_key_features_use_the_stabilised_pair_when_a_map_has_one():
+    class Pair:
+        def __call__(self, x):
+            raise AssertionError("the plain map must not be used when for_queries/for_keys exist")
+
+        def for_queries(self, x):
+            return x + 1
+
+        def for_keys(self, x):
+            return x + 2
+
+    q, k = torch.zeros(2, 3), torch.zeros(4, 3)
+    phi_q, phi_k = query_key_features(Pair(), q, k)
+    assert torch.equal(phi_q, q + 1) and torch.equal(phi_k, k + 2)
+    phi_q, phi_k = query_key_features(elu_plus_one, q, k)
+    assert torch.equal(phi_q, torch.ones(2, 3)) and torch.equal(phi_k, torch.ones(4, 3))

@@ -1,0 +1,147 @@
+"""Random features for the softmax kernel: FAVOR+ (Choromanski et al. 2021), notebooks 03, 04 and 06.
+
+exp(qᵀk) = E_ω[φ(q)ᵀφ(k)] with ω ~ N(0, I_d) and either
+
+    positive: φ(x) = exp(ωᵀx − ‖x‖²/2) / √m                       (m features, all > 0)
+    trig:     φ(x) = exp(‖x‖²/2) [sin(ωᵀx), cos(ωᵀx)] / √m        (2m features, signed)
+
+so ``linear_attention(q, k, v, PerformerFeatures(d, m))`` estimates ``softmax_attention(q, k, v)``.
+"""
+
+import math
+
+import torch
+
+from course_lib.validation import require_tensor
+
+KINDS = ("positive", "trig")
+
+
+def iid_gaussian(m: int, d: int, *, generator: torch.Generator | None = None) -> torch.Tensor:
+    """ω_1..ω_m ~ N(0, I_d) independently, [m, d] float64 on the CPU."""
+    return torch.randn(m, d, generator=generator, dtype=torch.float64)
+
+
+def orthogonal_gaussian(m: int, d: int, *, generator: torch.Generator | None = None) -> torch.Tensor:
+    """[m, d] projections, orthogonal within each block of d rows, each row with a chi(d) length.
+
+    Every row is still marginally N(0, I_d) (a uniform direction times a chi(d)
+    length), so the estimator stays unbiased, while rows of one block cannot
+    duplicate each other (Performer, Theorem 2). Plain QR rows all have length 1:
+    that changes the kernel being estimated (biased, notebook 06).
+    """
+    blocks = []
+    for start in range(0, m, d):
+        gaussian = torch.randn(d, d, generator=generator, dtype=torch.float64)
+        basis, triangle = torch.linalg.qr(gaussian)
+        basis = basis * torch.sign(torch.diagonal(triangle))  # columns uniform on the sphere (Haar)
+        blocks.append(basis.T[: min(d, m - start)])  # [≤d, d], orthonormal rows
+    lengths = torch.randn(m, d, generator=generator, dtype=torch.float64).norm(dim=-1)  # [m], chi(d)
+    return torch.cat(blocks) * lengths.unsqueeze(-1)
+
+
+def positive_log_features(x: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
+    """log φ(x) = ωᵀx − ‖x‖²/2 − ½ log m, [..., n, m] for x [..., n, d], omega [..., m, d]."""
+    return x @ omega.transpose(-2, -1) - x.pow(2).sum(-1, keepdim=True) / 2 - math.log(omega.shape[-2]) / 2
+
+
+def positive_random_features(x: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
+    """φ(x) = exp(ωᵀx − ‖x‖²/2)/√m, [..., n, m] for omega [..., m, d]: one exp of the whole exponent.
+
+    Never exp(ωᵀx) · exp(−‖x‖²/2): the first factor overflows (ωᵀx > 88 in float32)
+    and inf · 0 is NaN. The exponent itself is at most ‖ω‖²/2, whatever x is.
+    """
+    return torch.exp(positive_log_features(x, omega))
+
+
+def trig_random_features(x: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
+    """φ(x) = exp(‖x‖²/2) [sin(ωᵀx), cos(ωᵀx)] / √m, [..., n, 2m] (Rahimi–Recht, signed)."""
+    projection = x @ omega.transpose(-2, -1)  # [..., n, m]
+    envelope = torch.exp(x.pow(2).sum(-1, keepdim=True) / 2) / math.sqrt(omega.shape[-2])
+    return envelope * torch.cat([projection.sin(), projection.cos()], dim=-1)
+
+
+class PerformerFeatures:
+    """FAVOR+ feature map for ``linear_attention`` and ``kernel_attention``.
+
+    ``PerformerFeatures(d, m)(x)`` is φ(s·x) with s = ``scale`` (default d^{-1/4}, so
+    φ(q)ᵀφ(k) estimates exp(qᵀk/√d), softmax attention's kernel). ``orthogonal``
+    draws ω in orthogonal blocks with chi(d) lengths. Deterministic given a CPU
+    ``generator``; ``redraw`` resamples. The attention functions call
+    ``for_queries`` / ``for_keys``, which differ from φ only by a factor per query
+    (it cancels in the normaliser) and never overflow; see ``for_keys``.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_features: int,
+        *,
+        kind: str = "positive",
+        orthogonal: bool = True,
+        scale: float | None = None,
+        generator: torch.Generator | None = None,
+    ):
+        for name, value in (("dim", dim), ("num_features", num_features)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+            raise ValueError(f"scale must be a finite number > 0 or None, got {scale!r}")
+        self.dim, self.num_features, self.kind, self.orthogonal = dim, num_features, kind, orthogonal
+        self.scale = dim**-0.25 if scale is None else float(scale)
+        self.redraw(generator)
+
+    def redraw(self, generator: torch.Generator | None = None) -> "PerformerFeatures":
+        """Draw new projections ω [m, d] (float64, CPU master copy)."""
+        draw = orthogonal_gaussian if self.orthogonal else iid_gaussian
+        self.omega = draw(self.num_features, self.dim, generator=generator)
+        return self
+
+    def __repr__(self) -> str:
+        return (
+            f"PerformerFeatures(dim={self.dim}, num_features={self.num_features}, kind={self.kind!r}, "
+            f"orthogonal={self.orthogonal}, scale={self.scale:.4g})"
+        )
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """φ(s·x), [..., n, m] (positive) or [..., n, 2m] (trig): the estimator as written."""
+        x, omega = self._prepare(x)
+        return positive_random_features(x, omega) if self.kind == "positive" else trig_random_features(x, omega)
+
+    def for_keys(self, x: torch.Tensor) -> torch.Tensor:
+        """φ(s·k) times a constant per feature that depends on ω only, never on the data.
+
+        positive: exp(ℓ_r(k) − ‖ω_r‖²/2) ≤ 1, because ωᵀk − ‖k‖²/2 ≤ ‖ω‖²/2 for every k.
+        A data-independent shift cannot leak a future key into a past output (the
+        bug of subtracting a max over all keys) and cannot overflow.
+        """
+        x, omega = self._prepare(x)
+        if self.kind == "trig":
+            return trig_random_features(x, omega)
+        return torch.exp(positive_log_features(x, omega) - self._bound(omega))
+
+    def for_queries(self, x: torch.Tensor) -> torch.Tensor:
+        """φ(s·q) times a positive factor per query, which cancels between numerator and denominator.
+
+        positive: the per-feature shift of ``for_keys`` is added back here, then each
+        query's largest log-feature is subtracted, so every feature is ≤ 1 and the
+        largest is exactly 1. trig: the envelope exp(‖q‖²/2) is dropped.
+        """
+        x, omega = self._prepare(x)
+        if self.kind == "trig":
+            projection = x @ omega.transpose(-2, -1)  # [..., n, m]
+            return torch.cat([projection.sin(), projection.cos()], dim=-1)
+        log_features = positive_log_features(x, omega) + self._bound(omega)  # [..., n, m]
+        return torch.exp(log_features - log_features.amax(dim=-1, keepdim=True))
+
+    @staticmethod
+    def _bound(omega: torch.Tensor) -> torch.Tensor:
+        return omega.pow(2).sum(-1) / 2  # [m]: max over x of ωᵀx − ‖x‖²/2
+
+    def _prepare(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        require_tensor("x", x, min_dims=1)
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"PerformerFeatures was built for dim={self.dim}, got inputs with {x.shape[-1]} features")
+        return x * self.scale, self.omega.to(device=x.device, dtype=x.dtype)
