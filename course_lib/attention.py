@@ -103,6 +103,9 @@ def linear_attention(
     non-causal, chunked when causal). ``chunk_size`` is accepted by every method and
     used by "chunked" and "auto". ``eps`` > 0 floors the denominator and so changes
     the result; with eps = 0 a normaliser ≤ 0 or non-finite raises ``ValueError``.
+    A map with ``for_queries``/``for_keys`` (``PerformerFeatures``) is applied through
+    them (``feature_maps.query_key_features``): the output is the same, but the
+    denominator that eps is added to is the rescaled one.
     """
     check_qkv(q, k, v, causal=causal)
     eps = check_eps(eps)
