@@ -30,14 +30,13 @@ def orthogonal_gaussian(m: int, d: int, *, generator: torch.Generator | None = N
     duplicate each other (Performer, Theorem 2). Plain QR rows all have length 1:
     that changes the kernel being estimated (biased, notebook 06).
     """
-    blocks = []
-    for start in range(0, m, d):
-        gaussian = torch.randn(d, d, generator=generator, dtype=torch.float64)
-        basis, triangle = torch.linalg.qr(gaussian)
-        basis = basis * torch.sign(torch.diagonal(triangle))  # columns uniform on the sphere (Haar)
-        blocks.append(basis.T[: min(d, m - start)])  # [≤d, d], orthonormal rows
+    blocks = -(-m // d)
+    gaussian = torch.randn(blocks, d, d, generator=generator, dtype=torch.float64)
+    basis, triangle = torch.linalg.qr(gaussian)  # one batched QR: [blocks, d, d]
+    basis = basis * torch.sign(torch.diagonal(triangle, dim1=-2, dim2=-1)).unsqueeze(-2)  # Haar: fix column signs
+    rows = basis.transpose(-2, -1).reshape(blocks * d, d)[:m]  # [m, d], orthonormal within each block
     lengths = torch.randn(m, d, generator=generator, dtype=torch.float64).norm(dim=-1)  # [m], chi(d)
-    return torch.cat(blocks) * lengths.unsqueeze(-1)
+    return rows * lengths.unsqueeze(-1)
 
 
 def positive_log_features(x: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
@@ -111,21 +110,25 @@ class PerformerFeatures:
         return positive_random_features(x, omega) if self.kind == "positive" else trig_random_features(x, omega)
 
     def for_keys(self, x: torch.Tensor) -> torch.Tensor:
-        """φ(s·k) times a constant per feature that depends on ω only, never on the data.
+        """φ(s·k) times a constant per feature that depends on ω and the dtype only, never on the data.
 
-        positive: exp(ℓ_r(k) − ‖ω_r‖²/2) ≤ 1, because ωᵀk − ‖k‖²/2 ≤ ‖ω‖²/2 for every k.
-        A data-independent shift cannot leak a future key into a past output (the
-        bug of subtracting a max over all keys) and cannot overflow.
+        positive: exp(ℓ_r(k) − c_r) with c_r = ‖ω_r‖²/2 − h. Since ωᵀk − ‖k‖²/2 ≤ ‖ω‖²/2
+        for every k, each key feature is at most e^h = finfo.max^0.45, leaving the rest
+        of the range for the sums over keys. Without the headroom h typical keys sit
+        near e^{−d/2} and underflow in float32 from d ≈ 190; with it, from d ≈ 224
+        (unit-variance inputs), where the normaliser check raises. A data-independent shift
+        cannot leak a future key into a past output (the bug of subtracting a max
+        over all key positions).
         """
         x, omega = self._prepare(x)
         if self.kind == "trig":
             return trig_random_features(x, omega)
-        return torch.exp(positive_log_features(x, omega) - self._bound(omega))
+        return torch.exp(positive_log_features(x, omega) - self._shift(omega))
 
     def for_queries(self, x: torch.Tensor) -> torch.Tensor:
         """φ(s·q) times a positive factor per query, which cancels between numerator and denominator.
 
-        positive: the per-feature shift of ``for_keys`` is added back here, then each
+        positive: the per-feature constant of ``for_keys`` is added back here, then each
         query's largest log-feature is subtracted, so every feature is ≤ 1 and the
         largest is exactly 1. trig: the envelope exp(‖q‖²/2) is dropped.
         """
@@ -133,12 +136,14 @@ class PerformerFeatures:
         if self.kind == "trig":
             projection = x @ omega.transpose(-2, -1)  # [..., n, m]
             return torch.cat([projection.sin(), projection.cos()], dim=-1)
-        log_features = positive_log_features(x, omega) + self._bound(omega)  # [..., n, m]
+        log_features = positive_log_features(x, omega) + self._shift(omega)  # [..., n, m]
         return torch.exp(log_features - log_features.amax(dim=-1, keepdim=True))
 
     @staticmethod
-    def _bound(omega: torch.Tensor) -> torch.Tensor:
-        return omega.pow(2).sum(-1) / 2  # [m]: max over x of ωᵀx − ‖x‖²/2
+    def _shift(omega: torch.Tensor) -> torch.Tensor:
+        """c_r = ‖ω_r‖²/2 − h, [m]: the ceiling of ωᵀx − ‖x‖²/2 less a headroom h = 0.45·log(finfo.max)."""
+        headroom = 0.45 * math.log(torch.finfo(omega.dtype).max)
+        return omega.pow(2).sum(-1) / 2 - headroom
 
     def _prepare(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         require_tensor("x", x, min_dims=1)
