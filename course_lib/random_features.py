@@ -112,7 +112,7 @@ class PerformerFeatures:
     def for_keys(self, x: torch.Tensor) -> torch.Tensor:
         """φ(s·k) times a constant per feature that depends on ω and the dtype only, never on the data.
 
-        positive: exp(ℓ_r(k) − c_r) with c_r = ‖ω_r‖²/2 − h. Since ωᵀk − ‖k‖²/2 ≤ ‖ω‖²/2
+        positive: exp(ℓ_r(k) − c_r) with c_r = ``key_shift`` = ‖ω_r‖²/2 − h. Since ωᵀk − ‖k‖²/2 ≤ ‖ω‖²/2
         for every k, each key feature is at most e^h = finfo.max^0.45, leaving the rest
         of the range for the sums over keys. Without the headroom h typical keys sit
         near e^{−d/2} and underflow in float32 from d ≈ 190; with it, from d ≈ 224
@@ -123,7 +123,7 @@ class PerformerFeatures:
         x, omega = self._prepare(x)
         if self.kind == "trig":
             return trig_random_features(x, omega)
-        return torch.exp(positive_log_features(x, omega) - self._shift(omega))
+        return torch.exp(positive_log_features(x, omega) - self.key_shift(x.dtype).to(x.device, x.dtype))
 
     def for_queries(self, x: torch.Tensor) -> torch.Tensor:
         """φ(s·q) times a positive factor per query, which cancels between numerator and denominator.
@@ -136,14 +136,15 @@ class PerformerFeatures:
         if self.kind == "trig":
             projection = x @ omega.transpose(-2, -1)  # [..., n, m]
             return torch.cat([projection.sin(), projection.cos()], dim=-1)
-        log_features = positive_log_features(x, omega) + self._shift(omega)  # [..., n, m]
+        log_features = positive_log_features(x, omega) + self.key_shift(x.dtype).to(x.device, x.dtype)  # [..., n, m]
         return torch.exp(log_features - log_features.amax(dim=-1, keepdim=True))
 
-    @staticmethod
-    def _shift(omega: torch.Tensor) -> torch.Tensor:
-        """c_r = ‖ω_r‖²/2 − h, [m]: the ceiling of ωᵀx − ‖x‖²/2 less a headroom h = 0.45·log(finfo.max)."""
-        headroom = 0.45 * math.log(torch.finfo(omega.dtype).max)
-        return omega.pow(2).sum(-1) / 2 - headroom
+    def key_shift(self, dtype: torch.dtype) -> torch.Tensor:
+        """c_r = ‖ω_r‖²/2 − h, [m] float64: the ceiling of ωᵀx − ‖x‖²/2 less a headroom h = 0.45·log(finfo.max).
+
+        h ≈ 40 for float32 and ≈ 319 for float64; ``for_keys`` divides φ_r by e^{c_r}.
+        """
+        return self.omega.pow(2).sum(-1) / 2 - 0.45 * math.log(torch.finfo(dtype).max)
 
     def _prepare(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         require_tensor("x", x, min_dims=1)
