@@ -15,10 +15,12 @@ import nbformat
 import pytest
 import torch
 from grader_mutants import (
+    ALTERNATIVES,
     MUTANTS,
     Unloadable,
     cheat_ex01,
     cheat_ex02,
+    cheat_ex03,
     correct,
     exit_process,
     hang_when_causal,
@@ -27,6 +29,7 @@ from grader_mutants import (
     raise_value_error,
     scribble_ex01,
     scribble_ex02,
+    scribble_ex03,
 )
 
 from course_lib import attention
@@ -42,7 +45,14 @@ from course_lib.grading import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-EXERCISES = ["ex01_softmax_attention", "ex02_linear_attention"]
+EXERCISES = [
+    "ex01_softmax_attention",
+    "ex02_linear_attention",
+    "ex03_positive_random_features",
+    "ex04_orthogonal_gaussian",
+]
+CHEATS = {EXERCISES[0]: cheat_ex01, EXERCISES[1]: cheat_ex02, EXERCISES[2]: cheat_ex03}
+SCRIBBLES = {EXERCISES[0]: scribble_ex01, EXERCISES[1]: scribble_ex02, EXERCISES[2]: scribble_ex03}
 
 
 def notebook_function(path: Path) -> object:
@@ -135,16 +145,54 @@ def test_batch_dims_feedback_says_whether_the_batch_or_the_formula_is_wrong(muta
     assert feedback(mutant_results[mutant])["batch_dims"].endswith(blame)
 
 
+MISTAKE_FEEDBACK = [
+    ("ex03_two_exps", "no_overflow", "take a single exp of the whole exponent"),
+    ("ex03_einsum_without_batch", "batch_dims", "the batch dims are mishandled: sum ‖x‖² over dim=-1"),
+    ("ex03_no_sqrt_m", "unbiased", "φ(q)ᵀφ(k) for the pair at index (2,) is 63.14, expected 0.9835 ± 0.032"),
+    ("ex03_trig_features", "shape_and_dtype", "output has shape [5, 14], expected [5, 7] = [..., n, m]"),
+    ("ex04_iid_gaussian", "orthogonal_blocks", "share block 1 but are not orthogonal"),
+    ("ex04_one_block_reused", "orthogonal_blocks", "of different blocks are parallel"),
+    ("ex04_qr_unit_rows", "row_lengths", "the mean of ‖ω‖² is 1, expected 16 ± 0.69 (6 standard errors)"),
+    ("ex04_qr_rows_times_sqrt_d", "row_lengths", "the variance of ‖ω‖² is "),
+    ("ex04_qr_without_sign_fix", "isotropic", "multiplied by the sign of R[j, j]"),
+    ("ex04_global_rng", "uses_generator", "the call advanced torch's global random generator"),
+    ("ex04_own_fixed_seed", "uses_generator", "generators seeded 45 and 46 gave the same matrix"),
+    ("ex04_partial_block_dropped", "shape_and_dtype", "output has shape [8, 4], expected [10, 4] = [m, d]"),
+    ("ex04_float32", "shape_and_dtype", "expected torch.float64 (projections are float64)"),
+]
+
+
+@pytest.mark.parametrize(("mutant", "test", "says"), MISTAKE_FEEDBACK, ids=[f"{m}-{t}" for m, t, _ in MISTAKE_FEEDBACK])
+def test_feedback_names_the_mistake(mutant, test, says, mutant_results):
+    assert says in feedback(mutant_results[mutant])[test]
+
+
+@pytest.mark.parametrize(
+    ("exercise_id", "fn"), [pytest.param(ex, fn, id=fn.__name__) for ex, fns in ALTERNATIVES.items() for fn in fns]
+)
+def test_correct_answers_unlike_the_solution_score_full_marks(exercise_id, fn):
+    result = grade(exercise_id, fn, isolated=False)
+    assert result.score == result.max_score, {test.name: test.feedback for test in result.tests if not test.passed}
+
+
+def test_property_tests_take_seconds_and_leave_the_global_rng_alone():
+    state = torch.get_rng_state()
+    for exercise_id, fns in ALTERNATIVES.items():
+        result = grade(exercise_id, fns[0], isolated=False)
+        assert sum(test.seconds for test in result.tests) < 20, result.tests  # ~0.1 s idle; far more on a busy CPU
+    assert torch.equal(torch.get_rng_state(), state)
+
+
 # --- inputs cannot be used to cheat ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(("exercise_id", "cheat"), [(EXERCISES[0], cheat_ex01), (EXERCISES[1], cheat_ex02)])
-def test_zeroing_v_in_place_does_not_earn_full_marks(exercise_id, cheat):
+@pytest.mark.parametrize(("exercise_id", "cheat"), CHEATS.items())
+def test_zeroing_an_input_in_place_does_not_earn_full_marks(exercise_id, cheat):
     result = grade(exercise_id, cheat, isolated=False)
     assert result.score < result.max_score and "values" in failed(result)
 
 
-@pytest.mark.parametrize(("exercise_id", "scribble"), [(EXERCISES[0], scribble_ex01), (EXERCISES[1], scribble_ex02)])
+@pytest.mark.parametrize(("exercise_id", "scribble"), SCRIBBLES.items())
 def test_scribbling_on_inputs_after_computing_keeps_full_marks(exercise_id, scribble):
     assert grade(exercise_id, scribble, isolated=False).score == 10
 

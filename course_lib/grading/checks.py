@@ -37,16 +37,23 @@ def _join(message: str, hint: str) -> str:
 
 def call(fn: Callable, *args: torch.Tensor, hint: str = "", **kwargs: object) -> object:
     """``fn(*clones of args, **kwargs)``; an exception in it becomes a ``GradingFailure``."""
-    clones = [arg.clone() for arg in args]
     shapes = ", ".join(str(list(arg.shape)) for arg in args)
     extra = "".join(f", {key}={value!r}" for key, value in kwargs.items())
+    return attempt(fn, *(arg.clone() for arg in args), shown=f"inputs of shape {shapes}{extra}", hint=hint, **kwargs)
+
+
+def attempt(fn: Callable, *args: object, shown: str, hint: str = "", **kwargs: object) -> object:
+    """``fn(*args, **kwargs)`` as given; an exception in it becomes a ``GradingFailure`` naming ``fn(shown)``.
+
+    For arguments that are not tensors (sizes, a generator), where ``call`` has
+    nothing to clone; ``shown`` describes them readably and stably, e.g.
+    ``"8, 4, generator=<seeded with 3>"``.
+    """
     try:
-        return fn(*clones, **kwargs)
+        return fn(*args, **kwargs)
     except (Exception, SystemExit) as error:  # noqa: BLE001 - the student's exception is the feedback
         name = getattr(fn, "__name__", "your function")
-        raise GradingFailure(
-            _join(f"{name}(inputs of shape {shapes}{extra}) raised {type(error).__name__}: {error}", hint)
-        ) from None
+        raise GradingFailure(_join(f"{name}({shown}) raised {type(error).__name__}: {error}", hint)) from None
 
 
 def answers(
@@ -57,11 +64,19 @@ def answers(
     return call(fn, *inputs, hint=hint, **kwargs), expected
 
 
-def expect_output(out: object, expected: torch.Tensor, *, hint: str = "", layout: str = "[..., n, dv]") -> torch.Tensor:
+def expect_output(
+    out: object,
+    expected: torch.Tensor,
+    *,
+    hint: str = "",
+    layout: str = "[..., n, dv]",
+    dtype_reason: str = "the inputs' dtype",
+) -> torch.Tensor:
     """``out`` must be a finite tensor with ``expected``'s shape and dtype; returns it on the CPU.
 
     ``hint`` is added to the message about NaN/inf entries (type, shape and dtype
-    messages speak for themselves); ``layout`` names the expected axes.
+    messages speak for themselves); ``layout`` names the expected axes and
+    ``dtype_reason`` why that dtype is expected.
     """
     shape = f"{list(expected.shape)} = {layout}"
     if not isinstance(out, torch.Tensor):
@@ -69,7 +84,7 @@ def expect_output(out: object, expected: torch.Tensor, *, hint: str = "", layout
     if out.shape != expected.shape:
         raise GradingFailure(f"output has shape {list(out.shape)}, expected {shape}")
     if out.dtype != expected.dtype:
-        raise GradingFailure(f"output has dtype {out.dtype}, expected {expected.dtype} (the inputs' dtype)")
+        raise GradingFailure(f"output has dtype {out.dtype}, expected {expected.dtype} ({dtype_reason})")
     bad = ~torch.isfinite(out.detach().cpu())
     if bad.any():
         first = tuple(int(i) for i in bad.nonzero()[0])
@@ -91,26 +106,63 @@ def expect_close(out: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol
         )
 
 
-def compare(out: object, expected: torch.Tensor, *, atol: float, rtol: float, hint: str = "") -> None:
+def compare(
+    out: object, expected: torch.Tensor, *, atol: float, rtol: float, hint: str = "", layout: str = "[..., n, dv]"
+) -> None:
     """``expect_output`` then ``expect_close``: right type, shape, dtype, finite, and values."""
-    expect_close(expect_output(out, expected, hint=hint), expected, atol=atol, rtol=rtol, hint=hint)
+    expect_close(expect_output(out, expected, hint=hint, layout=layout), expected, atol=atol, rtol=rtol, hint=hint)
 
 
 def compare_batched(
-    fn: Callable, reference: Callable, inputs: tuple[torch.Tensor, ...], *, atol: float, rtol: float
+    fn: Callable,
+    reference: Callable,
+    inputs: tuple[torch.Tensor, ...],
+    *,
+    atol: float,
+    rtol: float,
+    advice: str = "use k.transpose(-2, -1), not k.T",
+    layout: str = "[..., n, dv]",
 ) -> None:
     """``compare`` on batched inputs [B, H, n, d], with a hint that says whether the batch dims are to blame.
 
-    On a mismatch the first slice [n, d] is graded alone: right there means the
-    batch handling is wrong (typically ``.T``); wrong there means the formula is.
+    On a mismatch the first slice [n, d] is graded alone (inputs with two dims
+    stay whole): right there means the batch handling is wrong, and ``advice``
+    says how to fix it (typically ``.T``); wrong there means the formula is.
+    ``layout`` names the output's axes.
     """
     try:
-        compare(*answers(fn, reference, inputs), atol=atol, rtol=rtol)
+        compare(*answers(fn, reference, inputs), atol=atol, rtol=rtol, layout=layout)
     except GradingFailure as failure:
         first = tuple(x[(0,) * (x.dim() - 2)] for x in inputs)  # [n, d]: one batch entry, one head
         try:
-            compare(call(fn, *first), reference(*first), atol=atol, rtol=rtol)
-            hint = "a single [n, d] slice is right, so the batch dims are mishandled: use k.transpose(-2, -1), not k.T"
+            compare(call(fn, *first), reference(*first), atol=atol, rtol=rtol, layout=layout)
+            hint = f"a single [n, d] slice is right, so the batch dims are mishandled: {advice}"
         except GradingFailure:
             hint = "the answer is wrong even without batch dims: fix the `values` test first"
         raise GradingFailure(f"{failure}; {hint}") from None
+
+
+def expect_within_noise(
+    estimate: torch.Tensor,
+    target: torch.Tensor | float,
+    standard_error: torch.Tensor | float,
+    *,
+    z: float,
+    what: str,
+    hint: str = "",
+) -> None:
+    """|estimate − target| ≤ z · standard_error everywhere (a CLT tolerance for a Monte Carlo average).
+
+    ``what`` names the estimated quantity in the message, which gives the worst
+    entry, its target and the allowed spread; tensors broadcast against each other.
+    """
+    values = (torch.as_tensor(x, dtype=torch.float64) for x in (estimate, target, standard_error))
+    estimate, target, error = torch.broadcast_tensors(*values)
+    excess = (estimate - target).abs() / error  # [...] in standard errors
+    if not (excess <= z).all():  # NaN counts as a failure
+        worst = int(torch.nan_to_num(excess, nan=torch.inf).argmax())
+        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), excess.shape))
+        where = f" at index {index}" if index else ""
+        value, expected, spread = (float(x.flatten()[worst]) for x in (estimate, target, error))
+        allowed = f"{expected:.4g} ± {z * spread:.2g} ({z:g} standard errors)"
+        raise GradingFailure(_join(f"{what}{where} is {value:.4g}, expected {allowed}", hint))
