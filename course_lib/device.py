@@ -49,9 +49,10 @@ def float64_device(device: torch.device) -> torch.device:
 
 
 def describe_device(device: torch.device) -> str:
-    """One line naming the device, e.g. 'cpu (2 threads)' or 'cuda:0 (NVIDIA H200)'."""
+    """One line naming the device, e.g. 'cpu (1 thread)', 'cpu (2 threads)' or 'cuda:0 (NVIDIA H200)'."""
     if device.type == "cuda":
         return f"{device} ({torch.cuda.get_device_name(device)})"
     if device.type == "cpu":
-        return f"cpu ({torch.get_num_threads()} threads)"
+        threads = torch.get_num_threads()
+        return f"cpu ({threads} thread{'' if threads == 1 else 's'})"
     return str(device)

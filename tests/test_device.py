@@ -37,8 +37,17 @@ def test_unavailable_device_is_refused_not_silently_replaced():
         get_device("cuda")
 
 
-def test_describe_cpu_names_the_thread_count():
-    assert describe_device(torch.device("cpu")) == f"cpu ({torch.get_num_threads()} threads)"
+@pytest.mark.parametrize(
+    ("threads", "expected"), [(1, "cpu (1 thread)"), (2, "cpu (2 threads)"), (3, "cpu (3 threads)")]
+)
+def test_describe_cpu_names_the_thread_count(threads, expected):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        described = describe_device(torch.device("cpu"))
+    finally:
+        torch.set_num_threads(before)
+    assert described == expected
 
 
 @pytest.mark.cuda

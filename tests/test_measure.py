@@ -1,4 +1,4 @@
-"""Tests for course_lib.measure: timing, power-law fits, multiply counts."""
+"""Tests for course_lib.measure: timing, power-law fits, multiply counts, relative errors, error bars."""
 
 import math
 
@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib.measure import fit_power_law, macs_linear, macs_softmax, time_call
+from course_lib.measure import (
+    fit_power_law,
+    macs_linear,
+    macs_softmax,
+    mean_and_error_bar,
+    relative_error,
+    time_call,
+    within_error_bar,
+)
 
 
 class TestFitPowerLaw:
@@ -105,3 +113,89 @@ class TestMultiplyCounts:
             macs_softmax(4, bad, 4, 4)
         with pytest.raises(ValueError, match="f must be a positive int"):
             macs_linear(4, 4, bad, 4)
+
+
+class TestRelativeError:
+    def test_by_hand(self):
+        expected = torch.tensor([[3.0, 0.0], [0.0, 4.0]])  # norm 5
+        actual = expected + torch.tensor([[0.0, 1.0], [0.0, 0.0]])  # off by norm 1
+        assert relative_error(actual, expected) == pytest.approx(0.2, rel=1e-7)
+        assert relative_error(expected, expected) == 0.0
+
+    def test_is_relative_to_expected_not_symmetric(self):
+        expected, actual = torch.tensor([1.0, 0.0]), torch.tensor([3.0, 0.0])
+        assert relative_error(actual, expected) == pytest.approx(2.0)
+        assert relative_error(expected, actual) == pytest.approx(2 / 3)
+
+    def test_scale_free(self):
+        g = torch.Generator().manual_seed(0)
+        expected = torch.randn(4, 5, generator=g, dtype=torch.float64)
+        actual = expected + 0.1 * torch.randn(4, 5, generator=g, dtype=torch.float64)
+        scaled = relative_error(1e6 * actual, 1e6 * expected)
+        assert scaled == pytest.approx(relative_error(actual, expected), rel=1e-12)
+
+    def test_rejects_bad_input(self):
+        with pytest.raises(ValueError, match=r"same shape, got \(2, 3\) and \(3, 2\)"):
+            relative_error(torch.ones(2, 3), torch.ones(3, 2))
+        with pytest.raises(ValueError, match="expected must have a finite, nonzero norm"):
+            relative_error(torch.ones(3), torch.zeros(3))
+        with pytest.raises(ValueError, match="expected must have a finite, nonzero norm"):
+            relative_error(torch.ones(3), torch.tensor([1.0, math.inf, 0.0]))
+        with pytest.raises(TypeError, match="actual must be a torch.Tensor"):
+            relative_error([1.0, 2.0], torch.ones(2))
+
+
+class TestErrorBars:
+    def test_mean_and_error_bar_by_hand(self):
+        samples = torch.tensor([[1.0, 2.0, 3.0, 6.0], [5.0, 5.0, 5.0, 5.0]], dtype=torch.float64)
+        mean, error_bar = mean_and_error_bar(samples)
+        # row 0: mean 3, sample variance (4 + 1 + 0 + 9)/3 = 14/3, standard error sqrt(14/3)/2
+        assert torch.allclose(mean, torch.tensor([3.0, 5.0], dtype=torch.float64), rtol=0, atol=1e-15)
+        expected_error_bar = torch.tensor([math.sqrt(14 / 3) / 2, 0.0], dtype=torch.float64)
+        assert torch.allclose(error_bar, expected_error_bar, rtol=1e-15, atol=0)
+
+    def test_error_bar_shrinks_like_one_over_sqrt_of_samples(self):
+        g = torch.Generator().manual_seed(1)
+        _, small = mean_and_error_bar(torch.randn(40_000, generator=g, dtype=torch.float64))
+        _, large = mean_and_error_bar(torch.randn(640_000, generator=g, dtype=torch.float64))
+        assert small.item() == pytest.approx(1 / 200, rel=0.02)
+        assert (small / large).item() == pytest.approx(4.0, rel=0.03)
+
+    def test_covers_the_truth_about_as_often_as_the_clt_says(self):
+        # 2000 experiments of 50 exponential samples (mean 1): |mean - 1| <= 2 error bars in ~95% of them
+        g = torch.Generator().manual_seed(2)
+        samples = -torch.rand(2000, 50, generator=g, dtype=torch.float64).log()  # [2000, 50], Exp(1)
+        mean, error_bar = mean_and_error_bar(samples)  # [2000] each
+        coverage = within_error_bar(mean, error_bar, 1.0, num_standard_errors=2).double().mean().item()
+        assert 0.92 < coverage < 0.97, f"2-standard-error coverage {coverage:.3f}, expected about 0.95"
+        # 4 by default; skewed samples, so not the Gaussian 0.99994
+        assert within_error_bar(mean, error_bar, 1.0).double().mean().item() >= 0.995
+
+    def test_within_error_bar_by_hand(self):
+        mean, error_bar = torch.tensor([1.0, 1.0, 1.0]), torch.tensor([0.1, 0.1, 0.0])
+        assert within_error_bar(mean, error_bar, torch.tensor([1.4, 1.41, 1.0])).tolist() == [True, False, True]
+        assert within_error_bar(mean, error_bar, 1.25, num_standard_errors=2).tolist() == [False, False, False]
+        assert within_error_bar(mean, error_bar, 1.25, num_standard_errors=3).tolist() == [True, True, False]
+
+    @pytest.mark.parametrize(
+        ("samples", "error", "message"),
+        [
+            (torch.ones(3, 1), ValueError, "at least 2 samples"),
+            (torch.ones(4, dtype=torch.int64), ValueError, "floating-point tensor"),
+            (torch.tensor(1.0), ValueError, "floating-point tensor"),
+            ([1.0, 2.0], TypeError, "samples must be a torch.Tensor"),
+        ],
+        ids=["one-sample", "integers", "scalar", "list"],
+    )
+    def test_mean_and_error_bar_rejects_bad_samples(self, samples, error, message):
+        with pytest.raises(error, match=message):
+            mean_and_error_bar(samples)
+
+    @pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, True], ids=repr)
+    def test_within_error_bar_rejects_bad_width(self, bad):
+        with pytest.raises(ValueError, match="num_standard_errors must be a finite number > 0"):
+            within_error_bar(torch.zeros(2), torch.ones(2), 0.0, num_standard_errors=bad)
+
+    def test_within_error_bar_rejects_negative_error_bars(self):
+        with pytest.raises(ValueError, match="error_bar must be >= 0"):
+            within_error_bar(torch.zeros(2), torch.tensor([0.1, -0.1]), 0.0)

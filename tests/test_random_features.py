@@ -4,9 +4,10 @@ import math
 
 import pytest
 import torch
-from helpers import make_qkv, rel_rms
+from helpers import make_qkv
 
 from course_lib.attention import kernel_attention, linear_attention, softmax_attention
+from course_lib.measure import relative_error
 from course_lib.random_features import (
     PerformerFeatures,
     iid_gaussian,
@@ -100,7 +101,7 @@ def test_attention_error_shrinks_like_one_over_sqrt_m():
     errors = {}
     for m in (32, 512):
         runs = [
-            rel_rms(linear_attention(q, k, v, PerformerFeatures(16, m, generator=torch.Generator().manual_seed(s))), expected)
+            relative_error(linear_attention(q, k, v, PerformerFeatures(16, m, generator=torch.Generator().manual_seed(s))), expected)
             for s in range(8)
         ]
         errors[m] = sum(runs) / len(runs)
@@ -189,7 +190,7 @@ def test_large_heads_do_not_underflow_in_float32(d):
     features = PerformerFeatures(d, 256, generator=torch.Generator().manual_seed(15))
     out = linear_attention(q, k, v, features, causal=True)
     expected = kernel_attention(q.double(), k.double(), v.double(), features, causal=True)
-    assert rel_rms(out, expected) < 1e-4
+    assert relative_error(out, expected) < 1e-4
 
 
 def test_same_generator_seed_same_features_and_redraw_changes_them():
