@@ -9,20 +9,11 @@ from collections.abc import Callable
 
 import torch
 
-from course_lib.feature_maps import elu_plus_one, query_key_features
-from course_lib.linear_forms import chunked_form, parallel_form, recurrent_form
-from course_lib.validation import (
-    broadcast_batch,
-    check_chunk_size,
-    check_eps,
-    check_features,
-    check_qk,
-    check_qkv,
-    normalise,
-)
+from course_lib.feature_maps import elu_plus_one, feature_pair
+from course_lib.linear_forms import METHODS, check_method, evaluate_form  # METHODS: re-exported
+from course_lib.validation import broadcast_qkv, check_eps, check_qk, check_qkv, normalise
 
 FeatureMap = Callable[[torch.Tensor], torch.Tensor]
-METHODS = ("auto", "parallel", "recurrent", "chunked")
 
 
 def causal_mask(n: int, device: torch.device | None = None) -> torch.Tensor:
@@ -57,9 +48,7 @@ def kernel_weights(
     """A_ij = φ(q_i)ᵀφ(k_j) / (Σ_j' φ(q_i)ᵀφ(k_j') + eps), masked to j ≤ i if causal, [..., n, m]."""
     check_qk(q, k, causal=causal)
     eps = check_eps(eps)
-    phi_q, phi_k = query_key_features(feature_map, q, k)  # [..., n, f], [..., m, f]
-    check_features("q", phi_q, q.shape[-2])
-    check_features("k", phi_k, k.shape[-2])
+    phi_q, phi_k = feature_pair(feature_map, q, k)  # [..., n, f], [..., m, f]
     scores = phi_q @ phi_k.transpose(-2, -1)  # [..., n, m]
     if causal:
         scores = scores.masked_fill(~causal_mask(q.shape[-2], q.device), 0.0)
@@ -109,24 +98,8 @@ def linear_attention(
     """
     check_qkv(q, k, v, causal=causal)
     eps = check_eps(eps)
-    chunk_size = check_chunk_size(chunk_size)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    batch = broadcast_batch(q=q, k=k, v=v)
-    phi_q, phi_k = query_key_features(  # [..., n, f], [..., m, f]
-        feature_map, q.expand(*batch, *q.shape[-2:]), k.expand(*batch, *k.shape[-2:])
-    )
-    check_features("q", phi_q, q.shape[-2])
-    check_features("k", phi_k, k.shape[-2])
-    if phi_q.shape[-1] != phi_k.shape[-1]:
-        raise ValueError(f"feature_map gave q and k different feature counts: {phi_q.shape[-1]} and {phi_k.shape[-1]}")
-    v = v.expand(*batch, *v.shape[-2:])
-    if method == "auto":
-        method = "chunked" if causal else "parallel"
-    if method == "parallel":
-        numerator, denominator = parallel_form(phi_q, phi_k, v, causal=causal)
-    elif method == "recurrent":
-        numerator, denominator = recurrent_form(phi_q, phi_k, v, causal=causal)
-    else:
-        numerator, denominator, _ = chunked_form(phi_q, phi_k, v, causal=causal, chunk_size=chunk_size)
+    chunk_size = check_method(method, chunk_size)
+    q, k, v = broadcast_qkv(q, k, v)
+    phi_q, phi_k = feature_pair(feature_map, q, k)  # [..., n, f], [..., m, f]
+    numerator, denominator = evaluate_form(phi_q, phi_k, v, causal=causal, method=method, chunk_size=chunk_size)
     return normalise(numerator, denominator, eps)

@@ -5,6 +5,8 @@ Derived in notebook 02 (the blackboard) and, for random features, notebook 03.
 
 import torch
 
+from course_lib.validation import broadcast_batch, check_features
+
 
 def elu_plus_one(x: torch.Tensor) -> torch.Tensor:
     """φ(x) = elu(x) + 1, elementwise: x + 1 for x > 0, exp(x) for x ≤ 0.
@@ -50,3 +52,18 @@ def query_key_features(feature_map, q: torch.Tensor, k: torch.Tensor) -> tuple[t
     if hasattr(feature_map, "for_queries") and hasattr(feature_map, "for_keys"):
         return feature_map.for_queries(q), feature_map.for_keys(k)
     return feature_map(q), feature_map(k)
+
+
+def feature_pair(feature_map, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(φ(q) [..., n, f], φ(k) [..., m, f]) over the common batch dims, checked.
+
+    Applies the map through ``query_key_features`` and refuses a map that returns
+    no features, non-finite ones, or different feature counts for q and k.
+    """
+    batch = broadcast_batch(q=q, k=k)
+    phi_q, phi_k = query_key_features(feature_map, q.expand(*batch, *q.shape[-2:]), k.expand(*batch, *k.shape[-2:]))
+    check_features("q", phi_q, q.shape[-2])
+    check_features("k", phi_k, k.shape[-2])
+    if phi_q.shape[-1] != phi_k.shape[-1]:
+        raise ValueError(f"feature_map gave q and k different feature counts: {phi_q.shape[-1]} and {phi_k.shape[-1]}")
+    return phi_q, phi_k

@@ -14,7 +14,10 @@ divides the two (one place for the normaliser checks). Derivations: notebook 02
 import torch
 import torch.nn.functional as F
 
+from course_lib.validation import check_chunk_size
+
 Ledger = tuple[torch.Tensor, torch.Tensor]  # (S [..., f, dv], z [..., f])
+METHODS = ("auto", "parallel", "recurrent", "chunked")
 
 
 def _read(phi_q: torch.Tensor, S: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,3 +109,22 @@ def chunked_form(
     numerator = numerator.flatten(-3, -2)[..., :n, :]
     denominator = denominator.flatten(-2, -1)[..., :n]
     return numerator, denominator, (S_total, z_total)
+
+
+def check_method(method: str, chunk_size: int) -> int:
+    """``method`` is one of ``METHODS`` and ``chunk_size`` a positive int; returns chunk_size."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    return check_chunk_size(chunk_size)
+
+
+def evaluate_form(
+    phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, *, causal: bool, method: str, chunk_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(numerator, denominator) by ``method``; "auto" is parallel when non-causal, chunked when causal."""
+    if method == "auto":
+        method = "chunked" if causal else "parallel"
+    if method == "chunked":
+        return chunked_form(phi_q, phi_k, v, causal=causal, chunk_size=chunk_size)[:2]
+    form = parallel_form if method == "parallel" else recurrent_form
+    return form(phi_q, phi_k, v, causal=causal)

@@ -3,9 +3,9 @@
 import torch
 
 from course_lib.attention import FeatureMap
-from course_lib.feature_maps import elu_plus_one, query_key_features
+from course_lib.feature_maps import elu_plus_one, feature_pair
 from course_lib.linear_forms import chunked_form
-from course_lib.validation import broadcast_batch, check_chunk_size, check_eps, check_features, check_qkv, normalise
+from course_lib.validation import broadcast_qkv, check_chunk_size, check_eps, check_qkv, normalise
 
 
 class LinearAttentionState:
@@ -43,13 +43,8 @@ class LinearAttentionState:
         is left as it was.
         """
         check_qkv(q, k, v, causal=True)
-        batch = broadcast_batch(q=q, k=k, v=v)
-        phi_q, phi_k = query_key_features(  # [..., c, f] each
-            self.feature_map, q.expand(*batch, *q.shape[-2:]), k.expand(*batch, *k.shape[-2:])
-        )
-        check_features("q", phi_q, q.shape[-2])
-        check_features("k", phi_k, k.shape[-2])
-        v = v.expand(*batch, *v.shape[-2:])
+        q, k, v = broadcast_qkv(q, k, v)
+        phi_q, phi_k = feature_pair(self.feature_map, q, k)  # [..., c, f] each
         ledger = None if self.S is None else self._check_matches(phi_k, v)
         numerator, denominator, (S, z) = chunked_form(
             phi_q, phi_k, v, causal=True, chunk_size=self.chunk_size, ledger=ledger

@@ -93,6 +93,12 @@ def broadcast_batch(**tensors: torch.Tensor) -> torch.Size:
     return _require_broadcastable(**tensors)
 
 
+def broadcast_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q, k, v expanded (no copy) to their common leading dims: [B..., n, d], [B..., m, d], [B..., m, dv]."""
+    batch = _require_broadcastable(q=q, k=k, v=v)
+    return tuple(x.expand(*batch, *x.shape[-2:]) for x in (q, k, v))
+
+
 def _require_broadcastable(**tensors: torch.Tensor) -> torch.Size:
     try:
         return torch.broadcast_shapes(*(t.shape[:-2] for t in tensors.values()))

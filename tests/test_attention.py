@@ -93,6 +93,15 @@ def test_leading_dims_broadcast_like_sdpa():
     assert (out - expected).abs().max() < 1e-12
 
 
+def test_values_may_carry_more_batch_dims_than_queries_and_keys():
+    q, k, _ = make_qkv(1, n=8, d=3)
+    _, _, v = make_qkv(4, n=8, d=3, dv=2, seed=1)  # four value sets read through one set of weights
+    for causal in (False, True):
+        out = linear_attention(q, k, v, causal=causal)
+        assert out.shape == (4, 8, 2)
+        assert (out - kernel_attention(q, k, v, causal=causal)).abs().max() < 1e-12
+
+
 @pytest.mark.parametrize("method", ["parallel", "chunked", "recurrent"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_float32_tolerance(method, causal):

@@ -1,0 +1,229 @@
+"""Positional encodings that keep attention linear: RoPE, RoFormer's linear-attention RoPE, cosFormer.
+
+Plain linear attention has no idea of order: non-causal, permuting the keys and
+values together leaves every output unchanged. Each scheme here puts positions
+back in and keeps the blackboard Σ_j φ(k_j)v_jᵀ (notebook 07):
+
+- ``rope``: rotate pairs of dims by position · θ_i, so (R_i q)ᵀ(R_j k) = qᵀR_{j−i}k.
+- ``rope_linear_attention``: RoFormer's version for linear attention: rotate the
+  features φ(q), φ(k) in the numerator only (the oracle is ``rope_kernel_attention``).
+- ``cosformer_attention``: ReLU features re-weighted by cos(π(i−j)/(2M)) (the oracle
+  is ``cosformer_kernel_attention``).
+
+Positions are the row indices: queries at 0..n−1, keys at 0..m−1 (causal needs n = m).
+q [..., n, d], k [..., m, d], v [..., m, dv] -> [..., n, dv], as in ``course_lib.attention``.
+"""
+
+import math
+
+import torch
+
+from course_lib.attention import FeatureMap, causal_mask
+from course_lib.feature_maps import elu_plus_one, feature_pair, relu
+from course_lib.linear_forms import check_method, evaluate_form
+from course_lib.validation import (
+    broadcast_qkv,
+    check_eps,
+    check_qk,
+    check_qkv,
+    normalise,
+    require_finite,
+    require_tensor,
+)
+
+
+def _check_base(base: float) -> float:
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 0:
+        raise ValueError(f"base must be a finite number > 0, got {base!r}")
+    return float(base)
+
+
+def _rope_cos_sin(
+    positions: torch.Tensor, half: int, base: float, x: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the angles p·θ_i, θ_i = base^(−2i/d), i < d/2 = half: [n, half] each, in x's dtype.
+
+    The angles are formed in float64 (float32 where the device has no float64,
+    i.e. MPS): a position of 10⁴ times θ_0 = 1 in float32 already carries an
+    angle error of ~1e-3, which cos/sin would pass on to a float32 ``x``.
+    """
+    work = torch.float32 if x.device.type == "mps" else torch.float64
+    i = torch.arange(half, dtype=work, device=x.device)
+    theta = base ** (-2.0 * i / (2 * half))  # [half]
+    angles = positions.to(device=x.device, dtype=work)[:, None] * theta  # [n, half]
+    return angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+
+
+def rope(x: torch.Tensor, *, base: float = 10000.0, positions: torch.Tensor | None = None) -> torch.Tensor:
+    """Rotary position embedding (RoPE, Su et al. 2021, eq. 14–15): x [..., n, d] -> [..., n, d].
+
+    Row t (at position p_t, default p_t = t) is cut into d/2 interleaved pairs
+    (x_{2i}, x_{2i+1}) and pair i is rotated by the angle p_t·θ_i, θ_i = base^(−2i/d):
+
+        out_{2i}   = x_{2i} cos(p_t θ_i) − x_{2i+1} sin(p_t θ_i)
+        out_{2i+1} = x_{2i} sin(p_t θ_i) + x_{2i+1} cos(p_t θ_i)
+
+    i.e. out_t = R_{p_t} x_t with R_p block-diagonal (``rope_matrix``). Rotations
+    compose, R_iᵀR_j = R_{j−i}, so (R_i q)ᵀ(R_j k) = qᵀR_{j−i}k depends only on
+    j − i. This is RoFormer's interleaved pairing; some libraries pair dim i with
+    dim i + d/2 instead ("halves"), which is a permutation of the dims, not the
+    same function. ``positions``: [n] integer or float positions; d must be even.
+    """
+    require_tensor("x", x)
+    base = _check_base(base)
+    n, d = x.shape[-2:]
+    if d % 2:
+        raise ValueError(f"rope rotates pairs of dims, so x's last dim must be even, got d={d}")
+    if positions is None:
+        positions = torch.arange(n, device=x.device)
+    elif not isinstance(positions, torch.Tensor) or positions.shape != (n,):
+        shape = tuple(positions.shape) if isinstance(positions, torch.Tensor) else type(positions).__name__
+        raise ValueError(f"positions must be a tensor of shape [n] = [{n}] (one position per row of x), got {shape}")
+    if positions.is_floating_point():
+        require_finite("positions", positions)
+    cos, sin = _rope_cos_sin(positions, d // 2, base, x)  # [n, d/2] each
+    pairs = x.unflatten(-1, (d // 2, 2))  # [..., n, d/2, 2]
+    even, odd = pairs[..., 0], pairs[..., 1]  # [..., n, d/2]
+    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)  # [..., n, d]
+
+
+def rope_matrix(position: float, d: int, *, base: float = 10000.0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """R_p [d, d]: the block-diagonal rotation ``rope`` applies at position p (rope(x)_t = R_{p_t} x_t)."""
+    if isinstance(d, bool) or not isinstance(d, int) or d < 2 or d % 2:
+        raise ValueError(f"d must be an even int >= 2, got {d!r}")
+    at = torch.tensor([position], dtype=torch.float64)  # [1]
+    return rope(torch.eye(d, dtype=dtype)[:, None, :], base=base, positions=at).squeeze(1).T  # rows R e_c -> R
+
+
+def _rotated_features(feature_map: FeatureMap, q: torch.Tensor, k: torch.Tensor, base: float) -> tuple:
+    """φ(q), φ(k) and their rotations R_iφ(q_i), R_jφ(k_j) (f must be even)."""
+    phi_q, phi_k = feature_pair(feature_map, q, k)
+    f = phi_q.shape[-1]
+    if f % 2:
+        raise ValueError(f"RoPE rotates pairs of features, so feature_map must give an even count, got f={f}")
+    return phi_q, phi_k, rope(phi_q, base=base), rope(phi_k, base=base)
+
+
+def rope_kernel_weights(
+    q: torch.Tensor, k: torch.Tensor, feature_map: FeatureMap = elu_plus_one, *, causal: bool = False,
+    eps: float = 0.0, base: float = 10000.0,
+) -> torch.Tensor:
+    """A_ij = (R_iφ(q_i))ᵀ(R_jφ(k_j)) / (Σ_j' φ(q_i)ᵀφ(k_j') + eps), masked to j ≤ i if causal: [..., n, m].
+
+    The denominator is the unrotated one, so a row need not sum to 1, and an
+    entry can be negative: the rotation can turn φ(q_i), φ(k_j) ≥ 0 away from each
+    other by more than 90°.
+    """
+    check_qk(q, k, causal=causal)
+    eps = check_eps(eps)
+    phi_q, phi_k, rot_q, rot_k = _rotated_features(feature_map, q, k, _check_base(base))
+    scores = rot_q @ rot_k.transpose(-2, -1)  # [..., n, m], relative: φ(q_i)ᵀR_{j−i}φ(k_j)
+    plain = phi_q @ phi_k.transpose(-2, -1)  # [..., n, m]
+    if causal:
+        future = ~causal_mask(q.shape[-2], q.device)
+        scores, plain = scores.masked_fill(future, 0.0), plain.masked_fill(future, 0.0)
+    return normalise(scores, plain.sum(-1), eps)
+
+
+def rope_kernel_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map: FeatureMap = elu_plus_one, *,
+    causal: bool = False, eps: float = 0.0, base: float = 10000.0,
+) -> torch.Tensor:
+    """The explicit oracle of RoFormer's linear-attention RoPE: ``rope_kernel_weights`` @ v, [..., n, dv].
+
+    Builds the n×m matrix: O(n·m·f) time, O(n·m) memory.
+    """
+    check_qkv(q, k, v, causal=causal)
+    return rope_kernel_weights(q, k, feature_map, causal=causal, eps=eps, base=base) @ v
+
+
+def rope_linear_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map: FeatureMap = elu_plus_one, *,
+    causal: bool = False, eps: float = 0.0, base: float = 10000.0, method: str = "auto", chunk_size: int = 64,
+) -> torch.Tensor:
+    """RoFormer's RoPE for linear attention (Su et al., eq. 19), in O(n) without the n×m matrix:
+
+        out_i = Σ_j (R_iφ(q_i))ᵀ(R_jφ(k_j)) v_j / (Σ_j φ(q_i)ᵀφ(k_j) + eps),   j ≤ i if causal.
+
+    Associativity survives, because each rotation belongs to one token:
+    numerator_i = (R_iφ(q_i))ᵀ Σ_j (R_jφ(k_j)) v_jᵀ, a blackboard of rotated keys
+    (and a recurrent state S_i = S_{i−1} + R_iφ(k_i)v_iᵀ), while the denominator
+    keeps the plain z = Σ_j φ(k_j). Rotating the denominator too could make it 0 or
+    negative; left plain, it stays positive, but the weights no longer sum to 1 and
+    can be negative (``rope_kernel_weights``). ``method``/``chunk_size`` as in
+    ``attention.linear_attention``; f = the feature count must be even.
+    """
+    check_qkv(q, k, v, causal=causal)
+    eps = check_eps(eps)
+    chunk_size = check_method(method, chunk_size)
+    q, k, v = broadcast_qkv(q, k, v)
+    phi_q, phi_k, rot_q, rot_k = _rotated_features(feature_map, q, k, _check_base(base))
+    numerator, _ = evaluate_form(rot_q, rot_k, v, causal=causal, method=method, chunk_size=chunk_size)
+    _, denominator = evaluate_form(phi_q, phi_k, v[..., :1], causal=causal, method=method, chunk_size=chunk_size)
+    return normalise(numerator, denominator, eps)
+
+
+def _cosformer_horizon(n: int, m: int, horizon: int | None) -> int:
+    """M: max(n, m) by default (the official cosFormer code), else a given int ≥ max(n, m)."""
+    if horizon is None:
+        return max(n, m)
+    if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < max(n, m):
+        raise ValueError(f"horizon M must be an int >= the sequence length max(n, m) = {max(n, m)}, got {horizon!r}")
+    return horizon
+
+
+def _angles(length: int, horizon: int, like: torch.Tensor) -> torch.Tensor:
+    """a_t = π t / (2M) for t < length: [length, 1] in like's dtype and device."""
+    return (torch.arange(length, dtype=torch.float64) * (math.pi / (2 * horizon))).to(like)[:, None]
+
+
+def cosformer_kernel_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map: FeatureMap = relu, *, causal: bool = False,
+    eps: float = 0.0, horizon: int | None = None,
+) -> torch.Tensor:
+    """The explicit oracle of cosFormer (Qin et al. 2022, eq. 9–11), [..., n, dv]:
+
+        s_ij = φ(q_i)ᵀφ(k_j) · cos(π(i − j)/(2M)),   out_i = Σ_j s_ij v_j / (Σ_j s_ij + eps),
+
+    φ = ReLU by default, j ≤ i if causal. M = ``horizon`` (default max(n, m), as in
+    the official code); with M ≥ max(n, m), |i − j| < M keeps the cosine > 0, so
+    the weights are non-negative and decay with distance. Builds the n×m matrix.
+    """
+    check_qkv(q, k, v, causal=causal)
+    eps = check_eps(eps)
+    n, m = q.shape[-2], k.shape[-2]
+    horizon = _cosformer_horizon(n, m, horizon)
+    phi_q, phi_k = feature_pair(feature_map, q, k)
+    distance = _angles(n, horizon, phi_q) - _angles(m, horizon, phi_q).T  # [n, m], π(i − j)/(2M)
+    scores = (phi_q @ phi_k.transpose(-2, -1)) * distance.cos()  # [..., n, m]
+    if causal:
+        scores = scores.masked_fill(~causal_mask(n, q.device), 0.0)
+    return normalise(scores @ v, scores.sum(-1), eps)
+
+
+def cosformer_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map: FeatureMap = relu, *, causal: bool = False,
+    eps: float = 0.0, horizon: int | None = None, method: str = "auto", chunk_size: int = 64,
+) -> torch.Tensor:
+    """cosFormer in O(n), the same function as ``cosformer_kernel_attention``.
+
+    cos(a_i − a_j) = cos a_i cos a_j + sin a_i sin a_j with a_t = πt/(2M) splits
+    s_ij into two linear attentions, one with features φ(q_i)cos a_i, φ(k_j)cos a_j
+    and one with φ(q_i)sin a_i, φ(k_j)sin a_j. Both are run at once by concatenating
+    the two into 2f features, ψ(x_t) = [φ(x_t)cos a_t, φ(x_t)sin a_t]: then
+    ψ(q_i)ᵀψ(k_j) = s_ij exactly, numerator and denominator alike. Associativity
+    survives (each factor belongs to one token), and so does the recurrent state
+    (S is [2f, dv]), but M must be fixed in advance: a stream needs an upper bound
+    on its length. ``method``/``chunk_size`` as in ``attention.linear_attention``.
+    """
+    check_qkv(q, k, v, causal=causal)
+    eps = check_eps(eps)
+    chunk_size = check_method(method, chunk_size)
+    horizon = _cosformer_horizon(q.shape[-2], k.shape[-2], horizon)
+    q, k, v = broadcast_qkv(q, k, v)
+    phi_q, phi_k = feature_pair(feature_map, q, k)
+    a_q, a_k = _angles(q.shape[-2], horizon, phi_q), _angles(k.shape[-2], horizon, phi_k)  # [n, 1], [m, 1]
+    psi_q = torch.cat((phi_q * a_q.cos(), phi_q * a_q.sin()), dim=-1)  # [..., n, 2f]
+    psi_k = torch.cat((phi_k * a_k.cos(), phi_k * a_k.sin()), dim=-1)  # [..., m, 2f]
+    numerator, denominator = evaluate_form(psi_q, psi_k, v, causal=causal, method=method, chunk_size=chunk_size)
+    return normalise(numerator, denominator, eps)
