@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from course_lib import attention, random_features
+from course_lib import attention, positional, random_features
 from course_lib.feature_maps import elu_plus_one
 
 
@@ -237,6 +237,163 @@ def ex04_float32(m, d, generator):
     return _orthogonal_blocks(m, d, generator).float()
 
 
+def _rope(x, positions, *, halves=False, sign=1.0, exponent=2.0, sin_halves=False, cast=True, pairs=None):
+    """A configurable RoPE the ex07 mutants are built from; the defaults give the right answer.
+
+    ``halves`` pairs dim i with dim i + d/2 instead of 2i with 2i + 1; θ_i = 10000^(−exponent·i/d);
+    ``sin_halves`` lays the sines out for the halves pairing and the cosines for the interleaved one;
+    ``pairs(x)`` slices out (x_even, x_odd); ``cast`` brings the float64 cos/sin back to x's dtype.
+    """
+    d = x.shape[-1]
+    theta = 10000.0 ** (-exponent * torch.arange(d // 2, dtype=torch.float64) / d)  # [d/2]
+    angles = sign * positions.to(torch.float64)[:, None] * theta  # [n, d/2]
+    cos, sin = (angles.cos().to(x.dtype), angles.sin().to(x.dtype)) if cast else (angles.cos(), angles.sin())
+    if halves:
+        first, second = x[..., : d // 2], x[..., d // 2 :]  # [..., n, d/2] each
+        return torch.cat((first * cos - second * sin, first * sin + second * cos), dim=-1)
+    even, odd = (x[..., 0::2], x[..., 1::2]) if pairs is None else pairs(x)
+    partner = torch.stack((-odd, even), dim=-1).flatten(-2)  # [..., n, d]: (x0, x1) -> (−x1, x0)
+    sin = sin.repeat(1, 2) if sin_halves else sin.repeat_interleave(2, dim=-1)  # [n, d]
+    return x * cos.repeat_interleave(2, dim=-1) + partner * sin
+
+
+def ex07_halves_pairing(x, positions):
+    return _rope(x, positions, halves=True)
+
+
+def ex07_rotates_backwards(x, positions):
+    return _rope(x, positions, sign=-1.0)
+
+
+def ex07_theta_without_factor_2(x, positions):
+    return _rope(x, positions, exponent=1.0)
+
+
+def ex07_ignores_positions(x, positions):
+    return _rope(x, torch.arange(x.shape[-2]))
+
+
+def ex07_sin_laid_out_as_halves(x, positions):
+    return _rope(x, positions, sin_halves=True)
+
+
+def ex07_float64_cos_sin(x, positions):
+    return _rope(x, positions, cast=False)
+
+
+def ex07_pairs_from_axis_1(x, positions):
+    return _rope(x, positions, pairs=lambda x: (x[:, 0::2], x[:, 1::2]))  # right only for x [n, d]
+
+
+def _causal_linear(q, k, v, *, prefix=True, exclusive=False, normalise=True, eps=0.0, batched=True):
+    """A configurable causal elu+1 linear attention by prefix sums, for the ex05 mutants."""
+    phi_q, phi_k = elu_plus_one(q), elu_plus_one(k)  # [..., n, d]
+    outer = torch.einsum("...nd,...ne->...nde" if batched else "nd,ne->nde", phi_k, v)  # [..., n, d, dv]
+    if prefix:
+        S, z = outer.cumsum(-3), phi_k.cumsum(-2)  # [..., n, d, dv], [..., n, d]: the ledger after key i
+    else:
+        S, z = outer.sum(-3, keepdim=True), phi_k.sum(-2, keepdim=True)  # every query reads the whole sequence
+    if exclusive:
+        S, z = S - outer, z - phi_k  # the ledger before key i: query 0 reads an empty one
+    numerator = torch.einsum("...nd,...nde->...ne", phi_q, S)  # [..., n, dv]
+    if not normalise:
+        return numerator
+    return numerator / ((phi_q * z).sum(-1, keepdim=True) + eps)
+
+
+def ex05_sums_all_keys(q, k, v):
+    return _causal_linear(q, k, v, prefix=False)
+
+
+def ex05_exclusive_prefix(q, k, v):
+    return _causal_linear(q, k, v, exclusive=True)  # 0 / 0 at position 0
+
+
+def ex05_exclusive_prefix_eps(q, k, v):
+    return _causal_linear(q, k, v, exclusive=True, eps=1e-6)  # position 0 gets 0 instead of NaN
+
+
+def ex05_no_normaliser(q, k, v):
+    return _causal_linear(q, k, v, normalise=False)
+
+
+def ex05_einsum_without_batch(q, k, v):
+    return _causal_linear(q, k, v, batched=False)
+
+
+def ex05_quadratic(q, k, v):
+    scores = (elu_plus_one(q) @ elu_plus_one(k).transpose(-2, -1)).tril()  # [..., n, n]: 4 TiB at n = 2**20
+    return scores @ v / scores.sum(-1, keepdim=True)
+
+
+def ex05_returns_ledger(q, k, v):
+    return torch.einsum("...nd,...ne->...nde", elu_plus_one(k), v).cumsum(-3)  # [..., n, d, dv]: never read
+
+
+def ex05_float64_ledger(q, k, v):
+    return _causal_linear(q.double(), k.double(), v.double())  # float64 out for float32 in
+
+
+def _chunked_causal(
+    q, k, v, chunk_size, *, mask=0, read_after_update=False, drop_last=False, update=True, normalise=True, T=False
+):
+    """A configurable loop over chunks (tables) for the ex06 mutants; the defaults give the right answer.
+
+    ``mask``: the diagonal offset of the intra-chunk tril (-1 hides the diagonal, None
+    masks nothing); ``read_after_update``: the chunk's keys enter the ledger before its
+    queries read it; ``drop_last``: a partial last chunk is skipped; ``update``: the
+    ledger is ever written; ``T``: keys transposed with ``.T``.
+    """
+    phi_q, phi_k = elu_plus_one(q), elu_plus_one(k)  # [..., n, d]
+    S = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], v.shape[-1])  # [..., d, dv]
+    z = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], 1)  # [..., d, 1]
+    n = q.shape[-2]
+    outputs = []
+    for start in range(0, n - n % chunk_size if drop_last else n, chunk_size):
+        qc, kc, vc = (x[..., start : start + chunk_size, :] for x in (phi_q, phi_k, v))  # [..., C, ·]
+        if update and read_after_update:
+            S, z = S + kc.transpose(-2, -1) @ vc, z + kc.sum(-2).unsqueeze(-1)
+        scores = qc @ (kc.T if T else kc.transpose(-2, -1))  # [..., C, C]
+        scores = scores if mask is None else scores.tril(mask)
+        numerator = scores @ vc + qc @ S  # [..., C, dv]
+        outputs.append(numerator / (scores.sum(-1, keepdim=True) + qc @ z) if normalise else numerator)
+        if update and not read_after_update:
+            S, z = S + kc.transpose(-2, -1) @ vc, z + kc.sum(-2).unsqueeze(-1)
+    return torch.cat(outputs, dim=-2)
+
+
+def ex06_ledger_includes_own_chunk(q, k, v, chunk_size):
+    return _chunked_causal(q, k, v, chunk_size, read_after_update=True)  # the chunk's keys counted twice
+
+
+def ex06_strict_mask(q, k, v, chunk_size):
+    return _chunked_causal(q, k, v, chunk_size, mask=-1)
+
+
+def ex06_unmasked_block(q, k, v, chunk_size):
+    return _chunked_causal(q, k, v, chunk_size, mask=None)
+
+
+def ex06_last_partial_chunk_dropped(q, k, v, chunk_size):
+    return _chunked_causal(q, k, v, chunk_size, drop_last=True)
+
+
+def ex06_ledger_never_updated(q, k, v, chunk_size):
+    return _chunked_causal(q, k, v, chunk_size, update=False)
+
+
+def ex06_ignores_chunk_size(q, k, v, chunk_size):
+    return ex05_quadratic(q, k, v)  # one n×n block: 256 GiB at n = 2**18
+
+
+def ex06_no_normaliser(q, k, v, chunk_size):
+    return _chunked_causal(q, k, v, chunk_size, normalise=False)
+
+
+def ex06_transpose_with_T(q, k, v, chunk_size):
+    return _chunked_causal(q, k, v, chunk_size, T=True)
+
+
 def _mutants(*pairs: tuple[Callable, str]) -> list[Mutant]:
     return [Mutant(fn, frozenset(targets.split())) for fn, targets in pairs]
 
@@ -287,6 +444,35 @@ MUTANTS: dict[str, list[Mutant]] = {
         (ex04_partial_block_iid, "orthogonal_blocks"),
         (ex04_float32, "shape_and_dtype"),
     ),
+    "ex07_rope": _mutants(
+        (ex07_halves_pairing, "values batch_dims uses_positions"),
+        (ex07_rotates_backwards, "values batch_dims uses_positions"),
+        (ex07_theta_without_factor_2, "values batch_dims uses_positions"),
+        (ex07_ignores_positions, "uses_positions"),
+        (ex07_sin_laid_out_as_halves, "values norm_preserved relative_position"),
+        (ex07_float64_cos_sin, "shape_and_dtype"),
+        (ex07_pairs_from_axis_1, "batch_dims"),
+    ),
+    "ex05_causal_linear_attention": _mutants(
+        (ex05_sums_all_keys, "values no_future_leakage first_position"),
+        (ex05_exclusive_prefix, "shape_and_dtype values first_position"),
+        (ex05_exclusive_prefix_eps, "values first_position"),
+        (ex05_no_normaliser, "values first_position constant_values"),
+        (ex05_einsum_without_batch, "batch_dims"),
+        (ex05_quadratic, "long_sequence"),
+        (ex05_returns_ledger, "shape_and_dtype"),
+        (ex05_float64_ledger, "shape_and_dtype long_sequence"),
+    ),
+    "ex06_chunked_causal": _mutants(
+        (ex06_ledger_includes_own_chunk, "values chunk_size_one one_chunk no_future_leakage"),
+        (ex06_strict_mask, "shape_and_dtype values chunk_size_one one_chunk"),
+        (ex06_unmasked_block, "values one_chunk no_future_leakage"),
+        (ex06_last_partial_chunk_dropped, "shape_and_dtype values one_chunk"),
+        (ex06_ledger_never_updated, "values chunk_size_one long_sequence"),
+        (ex06_ignores_chunk_size, "long_sequence"),
+        (ex06_no_normaliser, "values constant_values"),
+        (ex06_transpose_with_T, "batch_dims"),
+    ),
 }
 
 
@@ -309,9 +495,42 @@ def ex04_lengths_first_rows_of_q(m, d, generator):
     return torch.cat(blocks)[:m] * lengths
 
 
+def ex07_complex_rotation(x, positions):
+    """RoPE as complex multiplication: pair (x_2i, x_2i+1) is the number x_2i + i·x_2i+1, times e^{i p θ_i}."""
+    d = x.shape[-1]
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # [d/2]
+    phase = torch.polar(torch.ones(len(positions), d // 2, dtype=torch.float64), positions[:, None] * theta)
+    z = torch.view_as_complex(x.double().unflatten(-1, (d // 2, 2)).contiguous()) * phase  # [..., n, d/2]
+    return torch.view_as_real(z).flatten(-2).to(x.dtype)
+
+
+def ex07_rotation_matrices(x, positions):
+    """RoPE as one [d, d] block-diagonal rotation matrix per position, applied with einsum."""
+    R = torch.stack([positional.rope_matrix(float(p), x.shape[-1]) for p in positions]).to(x.dtype)  # [n, d, d]
+    return torch.einsum("nij,...nj->...ni", R, x)
+
+
+def ex05_course_lib(q, k, v):
+    """The chunkwise-parallel route (course_lib, chunks of 64) instead of one cumulative sum."""
+    return attention.linear_attention(q, k, v, causal=True)
+
+
+def ex05_float64_ledger_cast_back(q, k, v):
+    """The ledger accumulated in float64 for accuracy, the plates returned in the inputs' dtype."""
+    return ex05_float64_ledger(q, k, v).to(q.dtype)
+
+
+def ex06_course_lib(q, k, v, chunk_size):
+    """All chunks at once: course_lib's vectorised chunked form (padding, cumsum of chunk summaries)."""
+    return attention.linear_attention(q, k, v, causal=True, method="chunked", chunk_size=chunk_size)
+
+
 ALTERNATIVES: dict[str, list[Callable]] = {
     "ex03_positive_random_features": [random_features.positive_random_features, ex03_log_space],
     "ex04_orthogonal_gaussian": [random_features.orthogonal_gaussian, ex04_lengths_first_rows_of_q],
+    "ex07_rope": [ex07_complex_rotation, ex07_rotation_matrices],
+    "ex05_causal_linear_attention": [ex05_course_lib, ex05_float64_ledger_cast_back],
+    "ex06_chunked_causal": [ex06_course_lib],
 }
 
 
@@ -358,6 +577,24 @@ def scribble_ex03(x, omega):
     out = random_features.positive_random_features(x, omega)
     x.zero_()
     omega.fill_(float("nan"))
+    return out
+
+
+def cheat_ex05(q, k, v):
+    return cheat_ex01(q, k, v)
+
+
+def cheat_ex06(q, k, v, chunk_size):
+    return cheat_ex01(q, k, v)
+
+
+def scribble_ex05(q, k, v):
+    return scribble_ex06(q, k, v, 64)
+
+
+def scribble_ex06(q, k, v, chunk_size):
+    out = attention.linear_attention(q, k, v, causal=True, chunk_size=chunk_size)
+    _scribble(q, k, v)
     return out
 
 

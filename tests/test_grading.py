@@ -21,6 +21,8 @@ from grader_mutants import (
     cheat_ex01,
     cheat_ex02,
     cheat_ex03,
+    cheat_ex05,
+    cheat_ex06,
     correct,
     exit_process,
     hang_when_causal,
@@ -30,9 +32,12 @@ from grader_mutants import (
     scribble_ex01,
     scribble_ex02,
     scribble_ex03,
+    scribble_ex05,
+    scribble_ex06,
 )
 
 from course_lib import attention
+from course_lib.grading.checks import one_thread
 from course_lib.grading import (
     GradeResult,
     TestResult,
@@ -50,9 +55,14 @@ EXERCISES = [
     "ex02_linear_attention",
     "ex03_positive_random_features",
     "ex04_orthogonal_gaussian",
+    "ex05_causal_linear_attention",
+    "ex06_chunked_causal",
+    "ex07_rope",
 ]
-CHEATS = {EXERCISES[0]: cheat_ex01, EXERCISES[1]: cheat_ex02, EXERCISES[2]: cheat_ex03}
-SCRIBBLES = {EXERCISES[0]: scribble_ex01, EXERCISES[1]: scribble_ex02, EXERCISES[2]: scribble_ex03}
+CHEATS = dict(zip(EXERCISES[:3] + EXERCISES[4:6], (cheat_ex01, cheat_ex02, cheat_ex03, cheat_ex05, cheat_ex06)))
+SCRIBBLES = dict(
+    zip(EXERCISES[:3] + EXERCISES[4:6], (scribble_ex01, scribble_ex02, scribble_ex03, scribble_ex05, scribble_ex06))
+)
 
 
 def notebook_function(path: Path) -> object:
@@ -91,13 +101,22 @@ def test_solution_scores_full_marks_and_check_prints_the_report(exercise_id, cap
     assert printed[-1] == "Score: 10/10"
 
 
-def test_long_sequence_runs_in_seconds_and_small_memory_for_the_solution():
-    result = grade("ex02_linear_attention", notebook_function(ROOT / "solutions" / "ex02_linear_attention.ipynb"))
+@pytest.mark.parametrize("exercise_id", [EXERCISES[1], EXERCISES[4], EXERCISES[5]])  # those with a long_sequence test
+def test_long_sequence_runs_in_seconds_and_small_memory_for_the_solution(exercise_id):
+    result = grade(exercise_id, notebook_function(ROOT / "solutions" / f"{exercise_id}.ipynb"))
     long = next(test for test in result.tests if test.name == "long_sequence")
     assert long.passed and long.seconds < 15, long
     # ru_maxrss of children is the peak of the largest child reaped so far: an upper bound for this worker.
     peak_gib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
     assert peak_gib < 2.5, f"a grading worker peaked at {peak_gib:.2f} GiB"
+
+
+def test_one_thread_holds_torch_to_one_thread_and_restores_the_count_after_an_error():
+    threads = torch.get_num_threads()
+    with pytest.raises(RuntimeError, match="student error"), one_thread():
+        assert torch.get_num_threads() == 1
+        raise RuntimeError("student error")
+    assert torch.get_num_threads() == threads
 
 
 @pytest.mark.parametrize("exercise_id", EXERCISES)
@@ -159,6 +178,24 @@ MISTAKE_FEEDBACK = [
     ("ex04_own_fixed_seed", "uses_generator", "generators seeded 45 and 46 gave the same matrix"),
     ("ex04_partial_block_dropped", "shape_and_dtype", "output has shape [8, 4], expected [10, 4] = [m, d]"),
     ("ex04_float32", "shape_and_dtype", "expected torch.float64 (projections are float64)"),
+    ("ex07_halves_pairing", "values", "pairing neighbouring dims (0, 1), (2, 3)"),
+    ("ex07_ignores_positions", "uses_positions", "this is the rotation at positions 0 .. n−1: use positions[t]"),
+    ("ex07_rotates_backwards", "uses_positions", "the answer is wrong whatever the positions"),
+    ("ex07_sin_laid_out_as_halves", "norm_preserved", "the same angle for its cos and its sin"),
+    ("ex07_sin_laid_out_as_halves", "relative_position", "when both positions moved by 1000"),
+    ("ex07_pairs_from_axis_1", "batch_dims", "the batch dims are mishandled: take the pairs from the last axis"),
+    ("ex07_float64_cos_sin", "shape_and_dtype", "output has dtype torch.float64, expected torch.float32"),
+    ("ex05_sums_all_keys", "no_future_leakage", "output at position 0 changed when only the tokens after position 3"),
+    ("ex05_exclusive_prefix", "first_position", "(first at index (0, 0)); query i reads the ledger AFTER key i"),
+    ("ex05_exclusive_prefix_eps", "first_position", "output at position 0 is [0.0, 0.0, 0.0], expected v_0 = ["),
+    ("ex05_no_normaliser", "constant_values", "each query's weights must sum to 1"),
+    ("ex05_quadratic", "long_sequence", "can't allocate memory"),
+    ("ex05_float64_ledger", "shape_and_dtype", "output has dtype torch.float64, expected torch.float32"),
+    ("ex06_ledger_includes_own_chunk", "no_future_leakage", "the future leaks into the past"),
+    ("ex06_strict_mask", "chunk_size_one", "NaN/inf entries of 27 (first at index (0, 0)); chunk_size=1 is the"),
+    ("ex06_last_partial_chunk_dropped", "shape_and_dtype", "output has shape [20, 3], expected [23, 3] = [..., n, dv]"),
+    ("ex06_ignores_chunk_size", "long_sequence", "can't allocate memory"),
+    ("ex06_transpose_with_T", "batch_dims", "the batch dims are mishandled: transpose with .transpose(-2, -1)"),
 ]
 
 

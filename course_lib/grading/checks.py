@@ -5,7 +5,8 @@ make fresh inputs from a fixed seed, compute the expected answer with course_lib
 FIRST, then ``call`` the student's function, which only ever sees clones.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -122,20 +123,21 @@ def compare_batched(
     rtol: float,
     advice: str = "use k.transpose(-2, -1), not k.T",
     layout: str = "[..., n, dv]",
+    **kwargs: object,
 ) -> None:
     """``compare`` on batched inputs [B, H, n, d], with a hint that says whether the batch dims are to blame.
 
     On a mismatch the first slice [n, d] is graded alone (inputs with two dims
     stay whole): right there means the batch handling is wrong, and ``advice``
     says how to fix it (typically ``.T``); wrong there means the formula is.
-    ``layout`` names the output's axes.
+    ``layout`` names the output's axes; ``kwargs`` go to both ``fn`` and ``reference``.
     """
     try:
-        compare(*answers(fn, reference, inputs), atol=atol, rtol=rtol, layout=layout)
+        compare(*answers(fn, reference, inputs, **kwargs), atol=atol, rtol=rtol, layout=layout)
     except GradingFailure as failure:
         first = tuple(x[(0,) * (x.dim() - 2)] for x in inputs)  # [n, d]: one batch entry, one head
         try:
-            compare(call(fn, *first), reference(*first), atol=atol, rtol=rtol, layout=layout)
+            compare(*answers(fn, reference, first, **kwargs), atol=atol, rtol=rtol, layout=layout)
             hint = f"a single [n, d] slice is right, so the batch dims are mishandled: {advice}"
         except GradingFailure:
             hint = "the answer is wrong even without batch dims: fix the `values` test first"
@@ -166,3 +168,66 @@ def expect_within_noise(
         value, expected, spread = (float(x.flatten()[worst]) for x in (estimate, target, error))
         allowed = f"{expected:.4g} ± {z * spread:.2g} ({z:g} standard errors)"
         raise GradingFailure(_join(f"{what}{where} is {value:.4g}, expected {allowed}", hint))
+
+
+def expect_no_future_leak(
+    fn: Callable,
+    reference: Callable,
+    inputs: tuple[torch.Tensor, ...],
+    future: tuple[torch.Tensor, ...],
+    *,
+    t: int,
+    hint: str = "",
+    **kwargs: object,
+) -> None:
+    """Causal attention: outputs 0..t of ``fn`` must not move when only the tokens after position t change.
+
+    ``fn`` runs on ``inputs`` (each [..., n, ·]) and again on them with the rows
+    after t taken from ``future`` (same shapes); ``reference`` gives the expected
+    shapes. The message names the first position that moved.
+    """
+    pairs = zip(inputs, future, strict=True)
+    spliced = tuple(torch.cat([x[..., : t + 1, :], y[..., t + 1 :, :]], dim=-2) for x, y in pairs)  # past kept
+    before = expect_output(*answers(fn, reference, inputs, hint=hint, **kwargs), hint=hint)
+    after = expect_output(*answers(fn, reference, spliced, hint=hint, **kwargs), hint=hint)
+    moved = ((before - after).abs()[..., : t + 1, :] > 1e-12).any(dim=-1)  # [..., t + 1]
+    if moved.any():
+        position = int(moved.nonzero()[:, -1].min())
+        raise GradingFailure(
+            _join(
+                f"output at position {position} changed when only the tokens after position {t} changed: "
+                "the future leaks into the past",
+                hint,
+            )
+        )
+
+
+def constant_value_inputs(
+    q: torch.Tensor, k: torch.Tensor, value: tuple[float, ...]
+) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Inputs (q, k, v) whose every value row is ``value``, and the answer any normalised attention gives.
+
+    q [..., n, d] and k [..., m, d] are kept; v is [..., m, dv] and the expected
+    output [..., n, dv] with every row ``value``: weights that sum to 1 average
+    copies of one vector into that vector, whatever the weights are.
+    """
+    row = torch.tensor(value, dtype=q.dtype)  # [dv]
+    v = row.expand(*k.shape[:-1], len(value)).clone()  # [..., m, dv]
+    return (q, k, v), row.expand(*q.shape[:-1], len(value)).clone()  # [..., n, dv]
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one CPU thread inside the block; the previous thread count is restored after.
+
+    For tests that run a student's Python loop of small tensor ops (a loop over
+    chunks): with several threads every op meets at an OpenMP barrier, and on a
+    busy machine one descheduled thread stalls them all (measured here: 0.3 s
+    becomes 50 s on 2 busy cores). On one thread such a loop is fastest anyway.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
