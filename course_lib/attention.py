@@ -5,20 +5,12 @@ Tensors are [..., n, d] with any leading batch/head dims, as in
 q [..., n, d], k [..., m, d], v [..., m, dv] -> out [..., n, dv].
 """
 
-from collections.abc import Callable
-
 import torch
 
-from course_lib.feature_maps import elu_plus_one, feature_pair
-from course_lib.linear_forms import METHODS, check_method, evaluate_form  # METHODS: re-exported
+from course_lib.feature_maps import FeatureMap, elu_plus_one, feature_pair  # FeatureMap: re-exported
+from course_lib.linear_forms import METHODS, causal_mask, check_method, evaluate_form  # METHODS, causal_mask: re-exported
 from course_lib.validation import broadcast_qkv, check_eps, check_qk, check_qkv, normalise
-
-FeatureMap = Callable[[torch.Tensor], torch.Tensor]
-
-
-def causal_mask(n: int, device: torch.device | None = None) -> torch.Tensor:
-    """[n, n] bool, True where key j may be seen by query i (j ≤ i)."""
-    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+from course_lib.retention import decayed_chunked_form, decayed_recurrent_form, log_decay
 
 
 def softmax_weights(q: torch.Tensor, k: torch.Tensor, *, causal: bool = False, scale: float | None = None) -> torch.Tensor:
@@ -83,6 +75,7 @@ def linear_attention(
     eps: float = 0.0,
     method: str = "auto",
     chunk_size: int = 64,
+    decay: float | torch.Tensor | None = None,
 ) -> torch.Tensor:
     """out_i = φ(q_i)ᵀ Σ_j φ(k_j)v_jᵀ / (φ(q_i)ᵀ Σ_j φ(k_j) + eps), sums over j ≤ i if causal.
 
@@ -95,11 +88,25 @@ def linear_attention(
     A map with ``for_queries``/``for_keys`` (``PerformerFeatures``) is applied through
     them (``feature_maps.query_key_features``): the output is the same, but the
     denominator that eps is added to is the rescaled one.
+    ``decay`` γ ∈ (0, 1] (a number, or one per head broadcasting to the batch dims) weights
+    key j by γ^{i−j} (retention, notebook 07; needs causal=True and method "recurrent",
+    "chunked" or "auto"); the oracle is ``retention.retention_kernel_attention``.
     """
     check_qkv(q, k, v, causal=causal)
     eps = check_eps(eps)
     chunk_size = check_method(method, chunk_size)
     q, k, v = broadcast_qkv(q, k, v)
     phi_q, phi_k = feature_pair(feature_map, q, k)  # [..., n, f], [..., m, f]
-    numerator, denominator = evaluate_form(phi_q, phi_k, v, causal=causal, method=method, chunk_size=chunk_size)
+    if decay is None:
+        numerator, denominator = evaluate_form(phi_q, phi_k, v, causal=causal, method=method, chunk_size=chunk_size)
+    elif not causal or method == "parallel":
+        raise ValueError(
+            "decay weights the past by γ^(i-j): it needs causal=True and method 'recurrent', 'chunked' or 'auto' "
+            f"(the parallel prefix sums would need γ^(-j)), got causal={causal}, method={method!r}"
+        )
+    elif method == "recurrent":
+        numerator, denominator = decayed_recurrent_form(phi_q, phi_k, v, log_decay(decay, q.shape[:-2], q))
+    else:
+        log_gamma = log_decay(decay, q.shape[:-2], q)
+        numerator, denominator, _ = decayed_chunked_form(phi_q, phi_k, v, log_gamma, chunk_size=chunk_size)
     return normalise(numerator, denominator, eps)

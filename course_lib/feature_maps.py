@@ -3,9 +3,14 @@
 Derived in notebook 02 (the blackboard) and, for random features, notebook 03.
 """
 
+from collections.abc import Callable
+
 import torch
 
 from course_lib.validation import broadcast_batch, check_features
+
+
+FeatureMap = Callable[[torch.Tensor], torch.Tensor]
 
 
 def elu_plus_one(x: torch.Tensor) -> torch.Tensor:

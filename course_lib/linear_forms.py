@@ -20,6 +20,11 @@ Ledger = tuple[torch.Tensor, torch.Tensor]  # (S [..., f, dv], z [..., f])
 METHODS = ("auto", "parallel", "recurrent", "chunked")
 
 
+def causal_mask(n: int, device: torch.device | None = None) -> torch.Tensor:
+    """[n, n] bool, True where key j may be seen by query i (j ≤ i)."""
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
 def _read(phi_q: torch.Tensor, S: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Queries read a summary: φ(q)ᵀS [..., n, dv] and φ(q)ᵀz [..., n]."""
     return phi_q @ S, (phi_q @ z.unsqueeze(-1)).squeeze(-1)

@@ -2,9 +2,9 @@
 
 import torch
 
-from course_lib.attention import FeatureMap
-from course_lib.feature_maps import elu_plus_one, feature_pair
+from course_lib.feature_maps import FeatureMap, elu_plus_one, feature_pair
 from course_lib.linear_forms import chunked_form
+from course_lib.retention import decayed_chunked_form, log_decay
 from course_lib.validation import broadcast_qkv, check_chunk_size, check_eps, check_qkv, normalise
 
 
@@ -17,8 +17,16 @@ class LinearAttentionState:
     held (``nbytes``) does not grow with the stream.
     """
 
-    def __init__(self, feature_map: FeatureMap = elu_plus_one, *, eps: float = 0.0, chunk_size: int = 64):
+    def __init__(
+        self,
+        feature_map: FeatureMap = elu_plus_one,
+        *,
+        eps: float = 0.0,
+        chunk_size: int = 64,
+        decay: float | torch.Tensor | None = None,
+    ):
         self.feature_map = feature_map
+        self.decay = decay  # γ: the ledger fades by γ per token (retention); None keeps everything
         self.eps = check_eps(eps)
         self.chunk_size = check_chunk_size(chunk_size)
         self.S: torch.Tensor | None = None  # [..., f, dv]
@@ -46,9 +54,15 @@ class LinearAttentionState:
         q, k, v = broadcast_qkv(q, k, v)
         phi_q, phi_k = feature_pair(self.feature_map, q, k)  # [..., c, f] each
         ledger = None if self.S is None else self._check_matches(phi_k, v)
-        numerator, denominator, (S, z) = chunked_form(
-            phi_q, phi_k, v, causal=True, chunk_size=self.chunk_size, ledger=ledger
-        )
+        if self.decay is None:
+            numerator, denominator, (S, z) = chunked_form(
+                phi_q, phi_k, v, causal=True, chunk_size=self.chunk_size, ledger=ledger
+            )
+        else:
+            log_gamma = log_decay(self.decay, q.shape[:-2], q)
+            numerator, denominator, (S, z) = decayed_chunked_form(
+                phi_q, phi_k, v, log_gamma, chunk_size=self.chunk_size, ledger=ledger
+            )
         out = normalise(numerator, denominator, self.eps)
         self.S, self.z = S, z
         self.tokens_seen += q.shape[-2]
