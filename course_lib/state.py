@@ -15,6 +15,11 @@ class LinearAttentionState:
     seen so far. ``step`` takes one token, ``extend`` a chunk; either way the output
     equals ``linear_attention(..., causal=True)`` on the whole stream, and the memory
     held (``nbytes``) does not grow with the stream.
+
+    ``ledger_dtype`` (e.g. ``torch.float64``) keeps S and z, and the arithmetic of each
+    chunk, in a wider dtype than the inputs; outputs come back in the inputs' dtype.
+    Over a long float32 stream fed token by token the ledger otherwise drifts: each
+    addition rounds to the ledger's precision (notebook 05 measures it).
     """
 
     def __init__(
@@ -24,7 +29,11 @@ class LinearAttentionState:
         eps: float = 0.0,
         chunk_size: int = 64,
         decay: float | torch.Tensor | None = None,
+        ledger_dtype: torch.dtype | None = None,
     ):
+        if ledger_dtype is not None and not (isinstance(ledger_dtype, torch.dtype) and ledger_dtype.is_floating_point):
+            raise ValueError(f"ledger_dtype must be a floating-point torch.dtype or None, got {ledger_dtype!r}")
+        self.ledger_dtype = ledger_dtype
         self.feature_map = feature_map
         self.decay = decay  # γ: the ledger fades by γ per token (retention); None keeps everything
         self.eps = check_eps(eps)
@@ -53,17 +62,20 @@ class LinearAttentionState:
         check_qkv(q, k, v, causal=True)
         q, k, v = broadcast_qkv(q, k, v)
         phi_q, phi_k = feature_pair(self.feature_map, q, k)  # [..., c, f] each
+        out_dtype = v.dtype
+        if self.ledger_dtype is not None:
+            phi_q, phi_k, v = (x.to(self.ledger_dtype) for x in (phi_q, phi_k, v))
         ledger = None if self.S is None else self._check_matches(phi_k, v)
         if self.decay is None:
             numerator, denominator, (S, z) = chunked_form(
                 phi_q, phi_k, v, causal=True, chunk_size=self.chunk_size, ledger=ledger
             )
         else:
-            log_gamma = log_decay(self.decay, q.shape[:-2], q)
+            log_gamma = log_decay(self.decay, q.shape[:-2], phi_q)
             numerator, denominator, (S, z) = decayed_chunked_form(
                 phi_q, phi_k, v, log_gamma, chunk_size=self.chunk_size, ledger=ledger
             )
-        out = normalise(numerator, denominator, self.eps)
+        out = normalise(numerator, denominator, self.eps).to(out_dtype)
         self.S, self.z = S, z
         self.tokens_seen += q.shape[-2]
         return out

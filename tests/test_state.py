@@ -80,3 +80,26 @@ def test_step_needs_one_token_tensors():
     state = LinearAttentionState()
     with pytest.raises(ValueError, match=r"q_t must be a tensor of shape \[\.\.\., d\]"):
         state.step(torch.tensor(1.0), torch.ones(3), torch.ones(3))
+
+
+def drift(ledger_dtype, tokens: int = 6000, chunk: int = 2) -> float:
+    """Relative error of the float32 ledger z after ``tokens`` tokens fed ``chunk`` at a time."""
+    q, k, v = make_qkv(n=tokens, d=8, seed=4, dtype=torch.float32)
+    state = LinearAttentionState(ledger_dtype=ledger_dtype)
+    for start in range(0, tokens, chunk):
+        out = state.extend(q[start : start + chunk], k[start : start + chunk], v[start : start + chunk])
+    assert out.dtype == torch.float32
+    exact = (torch.nn.functional.elu(k.double()) + 1).sum(0)  # z after the whole stream, in float64
+    return float((state.z.double() - exact).norm() / exact.norm())
+
+
+def test_a_float64_ledger_removes_the_drift_of_a_long_float32_stream():
+    """3000 float32 additions to z drift ~7e-7 (6000 tokens); a float64 ledger leaves ~3e-10."""
+    plain, wide = drift(None), drift(torch.float64)
+    assert wide < 1e-7 < plain
+    assert plain > 20 * wide
+
+
+def test_ledger_dtype_must_be_a_floating_dtype():
+    with pytest.raises(ValueError, match="ledger_dtype must be a floating-point torch.dtype or None, got torch.int64"):
+        LinearAttentionState(ledger_dtype=torch.int64)
