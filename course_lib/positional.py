@@ -9,6 +9,9 @@ back in and keeps the blackboard Σ_j φ(k_j)v_jᵀ (notebook 07):
   features φ(q), φ(k) in the numerator only (the oracle is ``rope_kernel_attention``).
 - ``cosformer_attention``: ReLU features re-weighted by cos(π(i−j)/(2M)) (the oracle
   is ``cosformer_kernel_attention``).
+- decay (retention): ``linear_attention(..., causal=True, decay=γ)`` weights key j by
+  γ^{i−j}, ALiBi's multiplicative counterpart (the oracle ``retention_kernel_attention``
+  lives in ``course_lib.retention`` and is re-exported here).
 
 Positions are the row indices: queries at 0..n−1, keys at 0..m−1 (causal needs n = m).
 q [..., n, d], k [..., m, d], v [..., m, dv] -> [..., n, dv], as in ``course_lib.attention``.
@@ -21,6 +24,7 @@ import torch
 from course_lib.attention import FeatureMap, causal_mask
 from course_lib.feature_maps import elu_plus_one, feature_pair, relu
 from course_lib.linear_forms import check_method, evaluate_form
+from course_lib.retention import retention_kernel_attention  # noqa: F401 - re-exported: the decay remedy
 from course_lib.validation import (
     broadcast_qkv,
     check_eps,
