@@ -7,6 +7,7 @@ q [..., n, d], k [..., m, d], v [..., m, dv] -> out [..., n, dv].
 
 import torch
 
+from course_lib.fast_forms import auto_chunk_size
 from course_lib.feature_maps import FeatureMap, elu_plus_one, feature_pair  # FeatureMap: re-exported
 from course_lib.linear_forms import METHODS, causal_mask, check_method, evaluate_form  # METHODS, causal_mask: re-exported
 from course_lib.validation import broadcast_qkv, check_eps, check_qk, check_qkv, normalise
@@ -74,16 +75,18 @@ def linear_attention(
     causal: bool = False,
     eps: float = 0.0,
     method: str = "auto",
-    chunk_size: int = 64,
+    chunk_size: int | None = None,
     decay: float | torch.Tensor | None = None,
 ) -> torch.Tensor:
     """out_i = φ(q_i)ᵀ Σ_j φ(k_j)v_jᵀ / (φ(q_i)ᵀ Σ_j φ(k_j) + eps), sums over j ≤ i if causal.
 
     q [..., n, d], k [..., m, d], v [..., m, dv] -> [..., n, dv]; never builds n×m.
     ``method``: "parallel" (associativity, notebook 02), "recurrent" (the ledger loop,
-    notebook 05), "chunked" (chunkwise parallel, notebook 05) or "auto" (parallel when
-    non-causal, chunked when causal). ``chunk_size`` is accepted by every method and
-    used by "chunked" and "auto". ``eps`` > 0 floors the denominator and so changes
+    notebook 05), "chunked" (chunkwise parallel, notebook 05) or "auto" (the fast path of
+    ``fast_forms``: values carry a ones column so one matmul gives numerator and
+    denominator; causal runs chunk by chunk; notebook 08 times it). ``chunk_size`` is
+    accepted by every method and used by "chunked" and "auto"; None picks
+    ``fast_forms.auto_chunk_size`` for the shape. ``eps`` > 0 floors the denominator and so changes
     the result; with eps = 0 a normaliser ≤ 0 or non-finite raises ``ValueError``.
     A map with ``for_queries``/``for_keys`` (``PerformerFeatures``) is applied through
     them (``feature_maps.query_key_features``): the output is the same, but the
@@ -108,5 +111,6 @@ def linear_attention(
         numerator, denominator = decayed_recurrent_form(phi_q, phi_k, v, log_decay(decay, q.shape[:-2], q))
     else:
         log_gamma = log_decay(decay, q.shape[:-2], q)
+        chunk_size = chunk_size or auto_chunk_size(k.shape[-2], phi_k.shape[-1], v.shape[-1])
         numerator, denominator, _ = decayed_chunked_form(phi_q, phi_k, v, log_gamma, chunk_size=chunk_size)
-    return normalise(numerator, denominator, eps)
+    return normalise(numerator, denominator, eps, in_place=True)  # the forms return fresh numerators

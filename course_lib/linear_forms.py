@@ -14,6 +14,7 @@ divides the two (one place for the normaliser checks). Derivations: notebook 02
 import torch
 import torch.nn.functional as F
 
+from course_lib.fast_forms import auto_chunk_size, fast_causal, fast_noncausal
 from course_lib.validation import check_chunk_size
 
 Ledger = tuple[torch.Tensor, torch.Tensor]  # (S [..., f, dv], z [..., f])
@@ -116,19 +117,47 @@ def chunked_form(
     return numerator, denominator, (S_total, z_total)
 
 
-def check_method(method: str, chunk_size: int) -> int:
-    """``method`` is one of ``METHODS`` and ``chunk_size`` a positive int; returns chunk_size."""
+def causal_form(
+    phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, *, chunk_size: int, ledger: Ledger | None = None
+) -> tuple[torch.Tensor, torch.Tensor, Ledger]:
+    """The fastest causal form for the device: (numerator, denominator, ledger after).
+
+    CPU: ``fast_forms.fast_causal``, a loop over chunks whose operands stay in cache.
+    Accelerators: ``chunked_form``, all chunks in a few large launches.
+    """
+    if phi_q.device.type == "cpu":
+        return fast_causal(phi_q, phi_k, v, chunk_size=chunk_size, ledger=ledger)
+    return chunked_form(phi_q, phi_k, v, causal=True, chunk_size=chunk_size, ledger=ledger)
+
+
+def check_method(method: str, chunk_size: int | None) -> int | None:
+    """``method`` is one of ``METHODS`` and ``chunk_size`` a positive int or None; returns chunk_size."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     return check_chunk_size(chunk_size)
 
 
 def evaluate_form(
-    phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, *, causal: bool, method: str, chunk_size: int
+    phi_q: torch.Tensor,
+    phi_k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    causal: bool,
+    method: str,
+    chunk_size: int | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(numerator, denominator) by ``method``; "auto" is parallel when non-causal, chunked when causal."""
+    """(numerator, denominator) by ``method``; chunk_size None is chosen by ``auto_chunk_size``.
+
+    "auto" is the fast path: ``fast_forms.fast_noncausal`` when non-causal; when causal,
+    ``fast_forms.fast_causal`` (a loop over chunks) on a CPU and the vectorised
+    ``chunked_form`` (one launch per step, not per chunk) on an accelerator.
+    """
+    if chunk_size is None:
+        chunk_size = auto_chunk_size(phi_k.shape[-2], phi_k.shape[-1], v.shape[-1])
+    if method == "auto" and not causal:
+        return fast_noncausal(phi_q, phi_k, v)
     if method == "auto":
-        method = "chunked" if causal else "parallel"
+        return causal_form(phi_q, phi_k, v, chunk_size=chunk_size)[:2]
     if method == "chunked":
         return chunked_form(phi_q, phi_k, v, causal=causal, chunk_size=chunk_size)[:2]
     form = parallel_form if method == "parallel" else recurrent_form

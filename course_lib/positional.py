@@ -143,7 +143,7 @@ def rope_kernel_attention(
 
 def rope_linear_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map: FeatureMap = elu_plus_one, *,
-    causal: bool = False, eps: float = 0.0, base: float = 10000.0, method: str = "auto", chunk_size: int = 64,
+    causal: bool = False, eps: float = 0.0, base: float = 10000.0, method: str = "auto", chunk_size: int | None = None,
 ) -> torch.Tensor:
     """RoFormer's RoPE for linear attention (Su et al., eq. 19), in O(n) without the n×m matrix:
 
@@ -207,7 +207,7 @@ def cosformer_kernel_attention(
 
 def cosformer_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map: FeatureMap = relu, *, causal: bool = False,
-    eps: float = 0.0, horizon: int | None = None, method: str = "auto", chunk_size: int = 64,
+    eps: float = 0.0, horizon: int | None = None, method: str = "auto", chunk_size: int | None = None,
 ) -> torch.Tensor:
     """cosFormer in O(n), the same function as ``cosformer_kernel_attention``.
 

@@ -21,9 +21,20 @@ def require_tensor(name: str, x: object, *, min_dims: int = 2) -> torch.Tensor:
     return x
 
 
+def all_finite(x: torch.Tensor) -> bool:
+    """True when ``x`` holds no NaN or infinity.
+
+    Fast path: one reduction. Any NaN or ±inf makes the sum NaN or ±inf, so a finite sum
+    proves every entry finite; only a non-finite sum (a bad entry, or finite entries whose
+    sum overflowed) pays for the elementwise check.
+    """
+    wide = torch.float32 if x.element_size() < 4 else None  # half types would overflow at 65504
+    return math.isfinite(x.sum(dtype=wide).item()) or bool(torch.isfinite(x).all())
+
+
 def require_finite(name: str, x: torch.Tensor) -> None:
     """Raise if ``x`` holds a NaN or an infinity."""
-    if not torch.isfinite(x).all():
+    if not all_finite(x):
         bad = int((~torch.isfinite(x)).sum())
         raise ValueError(f"{name} must hold finite values, found {bad} NaN/inf entries")
 
@@ -70,7 +81,7 @@ def check_features(name: str, phi: torch.Tensor, rows: int) -> None:
         raise ValueError(f"feature_map({name}) must return [..., {rows}, f], got {shape}")
     if phi.shape[-1] == 0:
         raise ValueError(f"feature_map({name}) returned zero features (f=0)")
-    if not torch.isfinite(phi).all():
+    if not all_finite(phi):
         raise ValueError(f"feature_map({name}) produced non-finite features (overflow?); rescale the inputs")
 
 
@@ -81,10 +92,12 @@ def check_eps(eps: float) -> float:
     return float(eps)
 
 
-def check_chunk_size(chunk_size: int) -> int:
-    """chunk_size is a positive int."""
+def check_chunk_size(chunk_size: int | None) -> int | None:
+    """chunk_size is a positive int, or None (chosen per shape)."""
+    if chunk_size is None:
+        return None
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+        raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
     return chunk_size
 
 
@@ -100,29 +113,40 @@ def broadcast_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[to
 
 
 def _require_broadcastable(**tensors: torch.Tensor) -> torch.Size:
+    shapes = [t.shape[:-2] for t in tensors.values()]
+    if all(shape == shapes[0] for shape in shapes):
+        return shapes[0]  # the usual case, without torch.broadcast_shapes' ~30 µs
     try:
-        return torch.broadcast_shapes(*(t.shape[:-2] for t in tensors.values()))
+        return torch.broadcast_shapes(*shapes)
     except RuntimeError:
         shapes = ", ".join(f"{name} {tuple(t.shape)}" for name, t in tensors.items())
         raise ValueError(f"leading (batch/head) dims must broadcast, got {shapes}") from None
 
 
-def normalise(numerator: torch.Tensor, denominator: torch.Tensor, eps: float) -> torch.Tensor:
+def normalise(numerator: torch.Tensor, denominator: torch.Tensor, eps: float, *, in_place: bool = False) -> torch.Tensor:
     """out = numerator / (denominator + eps), refusing a degenerate normaliser.
 
     numerator [..., n, dv], denominator [..., n]. The denominator is φ(q_i)ᵀΣ_j φ(k_j);
     with eps = 0 it must be > 0 and finite for every query. eps > 0 adds a floor,
     which also changes the answer: the weights then sum to den / (den + eps) < 1.
+    ``in_place`` divides ``numerator`` itself (only for a buffer the caller has just made).
     """
-    denominator = denominator + eps
-    bad = ~(denominator > 0) | ~torch.isfinite(denominator)
-    if bad.any():
+    denominator = denominator + eps  # [..., n]
+    if denominator.amin().item() > 0 and all_finite(denominator):  # NaN fails the first test, ±inf the second
+        bad = None
+    else:
+        bad = ~(denominator > 0) | ~torch.isfinite(denominator)
+    if bad is not None and bad.any():
         raise ValueError(
             f"degenerate normaliser: φ(q)ᵀΣφ(k) + eps is <= 0 or not finite for {int(bad.sum())} of "
             f"{denominator.numel()} queries (eps={eps}); the features underflowed or the feature map is not "
             "positive. Rescale the inputs, use a positive feature map, or pass eps > 0 (this changes the result)."
         )
-    out = numerator / denominator.unsqueeze(-1)
-    if not torch.isfinite(out).all():
+    if in_place:  # the caller's fresh buffer: no new tensor of the output's size
+        out = numerator.div_(denominator.unsqueeze(-1)).contiguous()
+    else:
+        out = torch.empty(numerator.shape, dtype=numerator.dtype, device=numerator.device)  # contiguous
+        torch.div(numerator, denominator.unsqueeze(-1), out=out)
+    if not all_finite(out):
         raise ValueError("attention output is not finite: the feature sums overflowed; rescale the inputs")
     return out

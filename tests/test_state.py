@@ -103,3 +103,32 @@ def test_a_float64_ledger_removes_the_drift_of_a_long_float32_stream():
 def test_ledger_dtype_must_be_a_floating_dtype():
     with pytest.raises(ValueError, match="ledger_dtype must be a floating-point torch.dtype or None, got torch.int64"):
         LinearAttentionState(ledger_dtype=torch.int64)
+
+
+@pytest.mark.parametrize("ledger_dtype", [None, torch.float64], ids=["same_dtype", "float64_ledger"])
+def test_steps_after_a_chunk_continue_the_stream(ledger_dtype):
+    """The one-token fast path (after the first token) and extend share one ledger."""
+    q, k, v = make_qkv(2, n=30, d=5, dv=3, dtype=torch.float32)
+    state = LinearAttentionState(ledger_dtype=ledger_dtype)
+    outputs = [state.extend(q[:, :10], k[:, :10], v[:, :10])]
+    outputs += [state.step(q[:, t], k[:, t], v[:, t]).unsqueeze(-2) for t in range(10, 20)]
+    outputs.append(state.extend(q[:, 20:], k[:, 20:], v[:, 20:]))
+    expected = linear_attention(q.double(), k.double(), v.double(), causal=True)
+    got = torch.cat(outputs, dim=-2)
+    assert got.dtype == torch.float32 and state.tokens_seen == 30
+    assert (got.double() - expected).abs().max() < 1e-5
+    assert state.S.dtype == (ledger_dtype or torch.float32) and state.S.shape == (2, 5, 3) and state.z.shape == (2, 5)
+
+
+def test_a_refused_step_leaves_the_ledger_untouched():
+    q, k, v = make_qkv(n=6, d=3)
+    state = LinearAttentionState()
+    state.extend(q, k, v)
+    S, z = state.S.clone(), state.z.clone()
+    with pytest.raises(ValueError, match="dv=2 but the ledger was built with dv=3"):
+        state.step(q[0], k[0], v[0, :2])
+    with pytest.raises(ValueError, match="degenerate normaliser"):
+        state.step(q[0] - 2000, k[0] - 2000, v[0])
+    with pytest.raises(ValueError, match="v must hold finite values"):
+        state.step(q[0], k[0], v[0] * torch.inf)
+    assert torch.equal(state.S, S) and torch.equal(state.z, z) and state.tokens_seen == 6

@@ -8,6 +8,7 @@ from helpers import make_qkv
 
 from course_lib.attention import kernel_attention, linear_attention, softmax_attention
 from course_lib.state import LinearAttentionState
+from course_lib.validation import all_finite
 
 
 def stream(q, k, v, **kwargs):
@@ -142,3 +143,15 @@ def test_feature_map_output_is_checked(form):
         form(*inputs(), feature_map=lambda x: x[..., :0])
     with pytest.raises(ValueError, match="feature_map\\(q\\) produced non-finite features"):
         form(*(x * 1000 for x in inputs()), feature_map=torch.exp)  # exp(1000) overflows
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+def test_all_finite_survives_a_sum_that_overflows_and_catches_every_bad_entry(dtype):
+    huge = torch.full((64,), torch.finfo(dtype).max / 2, dtype=dtype)  # finite entries, overflowing sum
+    assert all_finite(huge)
+    for bad in (math.nan, math.inf, -math.inf):
+        x = torch.ones(1000, dtype=dtype)
+        x[517] = bad
+        assert not all_finite(x)
+    mixed = torch.tensor([math.inf, -math.inf], dtype=dtype)  # inf - inf: the sum is NaN, still caught
+    assert not all_finite(mixed)

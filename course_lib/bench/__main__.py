@@ -1,0 +1,84 @@
+"""``python -m course_lib.bench [--suite crossover|decode|all] [--device cpu|cuda] [--out FILE.json] [--quick]``.
+
+Full runs write ``benchmarks/results/bench_<device>.json`` (relative to the current
+directory) unless ``--out`` says otherwise. A ``--quick`` run (CI-sized, tens of seconds)
+writes to a fresh temporary directory unless ``--out`` is given, so its numbers never
+overwrite the committed full-run results. PNGs go next to the JSON, same stem.
+"""
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from course_lib.bench import analysis, crossover, decode, kernels, plots, report, targets
+from course_lib.bench.timing import memory_method
+from course_lib.device import get_device
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, torch.device]:
+    parser = argparse.ArgumentParser(
+        prog="python -m course_lib.bench",
+        description="Time and peak memory of softmax against linear attention (crossover) and of decoding "
+        "(KV cache against the ledger), with PASS/FAIL targets.",
+    )
+    parser.add_argument("--suite", choices=("crossover", "decode", "all"), default="all")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                        help="default: course_lib.device.get_device()")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="JSON file to write, PNGs next to it (default: benchmarks/results/bench_<device>.json; "
+                        "with --quick a fresh temporary directory)")
+    parser.add_argument("--quick", action="store_true", help="CI-sized sweep; targets print as SKIP")
+    args = parser.parse_args(argv)
+    try:
+        device = get_device(args.device)
+    except ValueError as error:
+        parser.error(f"--device {args.device}: {error}")  # exits with code 2
+    if device.type not in ("cpu", "cuda"):
+        parser.error(f"the benchmark measures memory on cpu or cuda only, got default device {device}; pass --device")
+    if args.out is None:
+        folder = Path(tempfile.mkdtemp(prefix="course_bench_")) if args.quick else Path("benchmarks/results")
+        args.out = folder / f"bench_{device.type}.json"
+    if args.out.suffix != ".json":
+        parser.error(f"--out must name a .json file, got {args.out}")
+    return args, device
+
+
+def run_crossover(device: torch.device, quick: bool, contenders: list) -> dict:
+    result = crossover.run_crossover(crossover.QUICK if quick else crossover.FULL, device, contenders)
+    result["ratios"] = analysis.ratio_rows(result["records"], kernels.PAIRINGS)
+    result["crossovers"] = analysis.crossovers(result["ratios"])
+    result["scaling"] = analysis.scaling(result["crossovers"])
+    result["chunk_sweep"] = crossover.run_chunk_sweep(crossover.QUICK if quick else crossover.FULL, device)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, device = parse_args(argv)
+    suites = ["crossover", "decode"] if args.suite == "all" else [args.suite]
+    contenders, peers = kernels.contenders()
+    payload = {"meta": report.run_metadata(device, quick=args.quick, suites=suites,
+                                           memory_method=memory_method(device), peers=peers)}
+    print(f"course_lib.bench on {payload['meta']['device']}, torch {torch.__version__}, quick={args.quick}; {peers}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    stem, pictures = args.out.with_suffix(""), []
+    if "crossover" in suites:
+        payload["crossover"] = run_crossover(device, args.quick, contenders)
+        print("\n" + report.crossover_text(payload["crossover"]))
+        pictures += plots.crossover_plots(payload["crossover"], stem)
+    if "decode" in suites:
+        payload["decode"] = decode.run_decode(decode.QUICK if args.quick else decode.FULL, device)
+        print("\n" + report.decode_text(payload["decode"]))
+        pictures.append(plots.decode_plot(payload["decode"], stem))
+    inputs = targets.target_inputs(payload.get("crossover"), payload.get("decode"), quick=args.quick)
+    payload["targets"] = targets.evaluate_targets(inputs, quick=args.quick)
+    print("\n" + report.targets_text(payload["targets"]))
+    report.write_json(args.out, payload)
+    print(f"\nwrote {args.out}" + "".join(f"\nwrote {p}" for p in pictures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

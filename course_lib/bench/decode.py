@@ -1,0 +1,110 @@
+"""The decode suite: generating T tokens one at a time, KV cache against the ledger.
+
+(a) KV cache: k and v caches [B, H, T, d] preallocated; step t writes k_t, v_t and
+    attends q_t to cache[:, :, :t+1] with SDPA. Work and bytes in use grow with t.
+(b) ``LinearAttentionState().step(q_t, k_t, v_t)``: a constant-size ledger (S, z).
+Both decode the same fixed random stream. Every step is timed with ``time.perf_counter``
+(synchronised on CUDA), so the latency curve against t is measured, not modelled.
+"""
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+
+from course_lib.bench.progress import Progress
+from course_lib.state import LinearAttentionState
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """What the decode suite runs; stored in the JSON."""
+
+    tokens: int
+    window: int = 256  # medians over the first and the last ``window`` steps
+    curve_points: int = 128  # the latency curve keeps the median of this many bins
+    batch: int = 1
+    heads: int = 8
+    d: int = 64
+    seed: int = 0
+    dtype: str = "float32"
+
+
+FULL = DecodeSettings(tokens=16384)
+QUICK = DecodeSettings(tokens=256, window=64, curve_points=32)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed_steps(step: Callable[[int], object], tokens: int, device: torch.device, label: str) -> list[float]:
+    """Seconds of ``step(t)`` for t = 0 … tokens−1, each timed on its own."""
+    ticks = min(tokens, 100)
+    progress, seconds = Progress(ticks, label), []
+    for t in range(tokens):
+        _sync(device)
+        start = time.perf_counter()
+        step(t)
+        _sync(device)
+        seconds.append(time.perf_counter() - start)
+        if (t + 1) * ticks // tokens > progress.done:
+            progress.advance()
+    progress.close()
+    return seconds
+
+
+def summary(seconds: list[float], held: list[int], window: int, points: int) -> dict:
+    """Medians of the first and last ``window`` steps and their ratio, bytes held at the first
+    and last step, and the curves (median seconds per bin of steps, bytes at each bin's start)."""
+    first, last = statistics.median(seconds[:window]), statistics.median(seconds[-window:])
+    width = max(1, len(seconds) // points)
+    starts = list(range(0, len(seconds), width))
+    return {"median_first_s": first, "median_last_s": last, "last_over_first": last / first,
+            "bytes_first": held[0], "bytes_last": held[-1], "curve_t": starts,
+            "curve_s": [statistics.median(seconds[t : t + width]) for t in starts],
+            "curve_bytes": [held[t] for t in starts]}
+
+
+def decode_kv_cache(q, k, v) -> tuple[list[float], list[int], dict]:
+    """KV-cache decoding: per-step seconds, bytes of cache in use after each step, the preallocated total."""
+    batch, heads, tokens, d = k.shape
+    cache_k, cache_v = torch.zeros_like(k), torch.zeros_like(v)  # [B, H, T, d] each, preallocated
+
+    def step(t: int) -> torch.Tensor:
+        cache_k[:, :, t], cache_v[:, :, t] = k[:, :, t], v[:, :, t]
+        return F.scaled_dot_product_attention(q[:, :, t : t + 1], cache_k[:, :, : t + 1], cache_v[:, :, : t + 1])
+
+    seconds = timed_steps(step, tokens, k.device, "decode kv cache")
+    per_token = 2 * batch * heads * d * k.element_size()  # one k row and one v row: 2·H·d·itemsize
+    held = [per_token * (t + 1) for t in range(tokens)]
+    return seconds, held, {"bytes_preallocated": cache_k.nbytes + cache_v.nbytes}
+
+
+def decode_ledger(q, k, v) -> tuple[list[float], list[int], dict]:
+    """``LinearAttentionState.step`` decoding: per-step seconds and ``nbytes`` after each step."""
+    state, held = LinearAttentionState(), []
+
+    def step(t: int) -> None:
+        state.step(q[:, :, t], k[:, :, t], v[:, :, t])
+        held.append(state.nbytes)
+
+    seconds = timed_steps(step, k.shape[-2], k.device, "decode ledger")
+    return seconds, held, {"bytes_preallocated": 0}
+
+
+def run_decode(settings: DecodeSettings, device: torch.device) -> dict:
+    """Both decoders on one random stream [B, H, T, d]; latencies and bytes held."""
+    generator = torch.Generator().manual_seed(settings.seed)
+    shape = (settings.batch, settings.heads, settings.tokens, settings.d)
+    dtype = getattr(torch, settings.dtype)
+    q, k, v = (torch.randn(*shape, generator=generator, dtype=dtype).to(device) for _ in range(3))
+    result = {"settings": asdict(settings)}
+    for name, decoder in (("kv_cache", decode_kv_cache), ("ledger", decode_ledger)):
+        seconds, held, extra = decoder(q, k, v)
+        result[name] = summary(seconds, held, settings.window, settings.curve_points) | extra
+    return result

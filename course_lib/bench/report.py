@@ -1,0 +1,104 @@
+"""What a run prints and stores: the machine record, ratio tables, the JSON file."""
+
+import datetime
+import json
+import os
+import platform
+from pathlib import Path
+
+import torch
+
+from course_lib.device import describe_device
+
+MIB = 2**20
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name from /proc/cpuinfo (Linux), else platform.processor(), else None."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or None
+
+
+def run_metadata(device: torch.device, *, quick: bool, suites: list[str], memory_method: str, peers: str) -> dict:
+    """Where and how the numbers were taken."""
+    return {
+        "machine": {"platform": platform.platform(), "cpu_model": cpu_model(), "cores": os.cpu_count(),
+                    "python": platform.python_version()},
+        "torch": torch.__version__, "threads": torch.get_num_threads(), "device": describe_device(device),
+        "dtype": "float32", "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "quick": quick, "suites": suites, "memory_method": memory_method, "peers": {"fla": peers},
+    }
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    """Right-aligned text columns; floats with 3 significant digits."""
+    cells = [[f"{c:.3g}" if isinstance(c, float) else "-" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(row[i]) for row in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
+
+
+def crossover_text(result: dict) -> str:
+    """Ratio tables (softmax route / linear route next to the model's N/d), N*, roof fractions, skips."""
+    ratio_rows = [[r["pair"], r["d"], r["heads"], r["n"], r["softmax_time_s"] * 1e3, r["linear_time_s"] * 1e3,
+                   r["ratio"], r["model_ratio"]] for r in result["ratios"]]
+    star_rows = [[c["pair"], c["heads"], c["d"], c["n_star"], c["model_n_star"], c["status"]]
+                 for c in result["crossovers"]]
+    fit_rows = [[f["pair"], f["heads"], f["exponent"], f["note"]] for f in result["scaling"]]
+    linear = [r for r in result["records"] if r["route"] == "linear" and not r.get("skipped")]
+    roof_rows = [[r["name"], r["d"], r["heads"], r["n"], r["time_s"] * 1e3, r["gflop_per_s"], r["roof"]["gflop_per_s"],
+                  r["roof"]["fraction"], r["shaped_roof"]["fraction"], r["peak_bytes"] / MIB] for r in linear]
+    memory_rows = [[r["name"], r["d"], r["heads"], r["n"], r["peak_bytes"] / MIB]
+                   for r in result["records"] if r["route"] == "softmax" and not r.get("skipped")]
+    sweep = result["chunk_sweep"]
+    best = {d: min((r for r in sweep["records"] if r["d"] == d), key=lambda r: r["time_s"])["time_s"]
+            for d in {r["d"] for r in sweep["records"]}}
+    chunk_rows = [[r["d"], r["chunk"], r["time_s"] * 1e3, r["time_s"] / best[r["d"]],
+                   "auto" if sweep["auto"][str(r["d"])] == r["chunk"] else ""] for r in sweep["records"]]
+    skips = sorted({(r["name"], r["skipped"]) for r in result["records"] if r.get("skipped")})
+    return "\n\n".join([
+        "time ratio softmax route / linear route (> 1: linear faster), model = FLOP ratio N/d\n"
+        + table(["pair", "d", "H", "N", "softmax ms", "linear ms", "ratio", "model N/d"], ratio_rows),
+        "crossover N* (ratio crosses 1, log-interpolated); the FLOP model puts it at N* = d\n"
+        + table(["pair", "H", "d", "N*", "model N*", "status"], star_rows),
+        "N* against d: fitted exponent a in N* ~ d^a\n" + table(["pair", "H", "exponent", "note"], fit_rows),
+        "linear routes: fraction of the same-FLOP matmul roof (roof time / kernel time); roof = square\n"
+        "batched matmuls (the machine at its best), shaped = [N, d] @ [d, r·d] (linear attention's own shapes)\n"
+        + table(["kernel", "d", "H", "N", "ms", "GF/s", "roof GF/s", "roof frac", "shaped frac", "peak MiB"],
+                roof_rows),
+        f"causal linear attention against the chunk size C (N={sweep['n']}, H={sweep['heads']}); "
+        "time / best C of that d\n" + table(["d", "C", "ms", "/ best", ""], chunk_rows),
+        "softmax routes: peak memory\n" + table(["kernel", "d", "H", "N", "peak MiB"], memory_rows),
+        "skipped:\n" + "\n".join(f"  {name}: {reason}" for name, reason in skips) if skips else "skipped: none",
+    ])
+
+
+def decode_text(result: dict) -> str:
+    """Per-token latency, first against last window, and bytes held."""
+    window = result["settings"]["window"]
+    rows = [[name, r["median_first_s"] * 1e6, r["median_last_s"] * 1e6, r["last_over_first"], r["bytes_first"],
+             r["bytes_last"], r["bytes_preallocated"]] for name, r in ((n, result[n]) for n in ("kv_cache", "ledger"))]
+    ratio = result["kv_cache"]["median_last_s"] / result["ledger"]["median_last_s"]
+    return (f"decode {result['settings']['tokens']} tokens (medians of the first/last {window} steps)\n"
+            + table(["decoder", "first us", "last us", "last/first", "bytes first", "bytes last", "prealloc"], rows)
+            + f"\nlast-window latency kv_cache / ledger: {ratio:.3g}")
+
+
+def targets_text(verdicts: list[dict]) -> str:
+    """PASS/FAIL lines with the ratio behind each."""
+    shown = ("at_n", "noncausal_fraction", "bytes_first", "bytes_last")
+    rows = [[v["target"], v["value"], v["limit"], v["status"],
+             ", ".join(f"{key}={v[key]:.3g}" if isinstance(v[key], float) else f"{key}={v[key]}"
+                       for key in shown if key in v)] for v in verdicts]
+    return "targets (B=1, H=8, d=64, fp32)\n" + table(["target", "value", "limit", "status", "detail"], rows)
+
+
+def write_json(path: Path, payload: dict) -> None:
+    """Indented JSON; NaN and infinities are refused (they are not JSON)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1, allow_nan=False) + "\n")

@@ -1,0 +1,74 @@
+"""Time and peak memory of one call, on the CPU or CUDA.
+
+Time: ``course_lib.measure.time_call`` (torch.utils.benchmark: warm-up, median of
+blocks, the process's thread count, synchronised on CUDA).
+
+Peak memory, the most bytes held at once during one call above what was held before it:
+
+* CUDA: ``torch.cuda.reset_peak_memory_stats``, then ``max_memory_allocated`` minus the
+  allocation at the start of the call.
+* CPU: ``torch.profiler`` with ``profile_memory=True`` records one "[memory]" event per
+  allocation (+bytes) and per free (−bytes) with its start time; sorted by time, the
+  largest running sum is the peak. The events come from the profiler's Kineto results
+  (``prof.profiler.kineto_results.events()``): in torch 2.13 the higher-level
+  ``prof.events()`` files most allocations under the op that made them and so loses the
+  order of allocation against free. Only allocations through torch's CPU allocator are seen
+  (tensor storage), not Python objects.
+"""
+
+from collections.abc import Callable
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from course_lib.measure import time_call
+
+CPU_MEMORY_METHOD = (
+    "torch.profiler(profile_memory=True): max running sum of the time-ordered [memory] "
+    "alloc/free events (kineto_results.events()) during one call"
+)
+CUDA_MEMORY_METHOD = "torch.cuda.max_memory_allocated() after reset_peak_memory_stats(), minus the bytes allocated before"
+
+
+def memory_method(device: torch.device) -> str:
+    """How ``peak_memory`` measures on ``device``, for the JSON record."""
+    return CUDA_MEMORY_METHOD if device.type == "cuda" else CPU_MEMORY_METHOD
+
+
+def running_peak(events: list[tuple[int, int]]) -> int:
+    """Largest running sum of (time, ±bytes) events taken in time order; 0 if nothing is held."""
+    held = peak = 0
+    for _, nbytes in sorted(events, key=lambda event: event[0]):
+        held += nbytes
+        peak = max(peak, held)
+    return peak
+
+
+def _cpu_peak(fn: Callable[[], object]) -> int:
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()  # the result is dropped inside the window, so its free is recorded too
+    events = prof.profiler.kineto_results.events()
+    return running_peak([(event.start_ns(), event.nbytes()) for event in events if event.name() == "[memory]"])
+
+
+def _cuda_peak(fn: Callable[[], object], device: torch.device) -> int:
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    baseline = torch.cuda.memory_allocated(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - baseline
+
+
+def peak_memory(fn: Callable[[], object], device: torch.device) -> int:
+    """Peak extra bytes allocated during one call of ``fn()`` on ``device`` (CPU or CUDA)."""
+    if device.type == "cuda":
+        return _cuda_peak(fn, device)
+    if device.type != "cpu":
+        raise ValueError(f"device must be cpu or cuda to measure memory, got {device}")
+    return _cpu_peak(fn)
+
+
+def time_and_memory(fn: Callable[[], object], device: torch.device, *, min_run_time: float) -> tuple[float, int]:
+    """(median seconds per call, peak extra bytes of one call)."""
+    return time_call(fn, min_run_time=min_run_time), peak_memory(fn, device)

@@ -1,0 +1,247 @@
+"""Tests for course_lib.bench: one --quick run end to end, and the pure pieces on synthetic numbers.
+
+Nothing here asserts a speed: the machine is shared and timings are noisy.
+"""
+
+import json
+import math
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+import torch
+
+from course_lib.bench.__main__ import main
+from course_lib.bench.analysis import crossover_n, crossovers, ratio_rows, scaling
+from course_lib.bench.flops import chunked_flops, linear_flops, roof_for, shaped_roof_for, softmax_flops
+from course_lib.bench.kernels import PAIRINGS
+from course_lib.bench.targets import TargetInputs, evaluate_targets
+from course_lib.bench.timing import peak_memory, running_peak
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bench")
+    command = [sys.executable, "-m", "course_lib.bench", "--suite", "all", "--quick", "--out", "tmp.json"]
+    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"quick run failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    return folder, json.loads((folder / "tmp.json").read_text()), done.stdout
+
+
+class TestQuickRun:
+    def test_records_the_run(self, quick_run):
+        _, result, _ = quick_run
+        assert set(result) == {"meta", "crossover", "decode", "targets"}
+        meta = result["meta"]
+        for key in ("machine", "torch", "threads", "device", "dtype", "timestamp", "memory_method", "peers"):
+            assert meta[key], f"meta[{key!r}] is empty"
+        assert meta["quick"] is True and meta["machine"]["cores"] >= 1
+        assert result["crossover"]["settings"]["ns"] and result["decode"]["settings"]["tokens"] > 0
+
+    def test_times_positive_and_finite(self, quick_run):
+        _, result, _ = quick_run
+        measured = [r for r in result["crossover"]["records"] if not r.get("skipped")]
+        assert {r["name"] for r in measured} >= {"softmax", "sdpa", "sdpa_causal", "linear", "linear_causal_auto",
+                                                 "linear_causal_chunked", "linear_causal_recurrent"}
+        for r in measured:
+            assert 0 < r["time_s"] < math.inf and r["peak_bytes"] >= 0, r
+            if r["route"] == "linear":
+                assert r["roof"]["fraction"] == pytest.approx(r["roof"]["time_s"] / r["time_s"])
+        for name in ("kv_cache", "ledger"):
+            decoder = result["decode"][name]
+            assert all(0 < s < math.inf for s in decoder["curve_s"]), name
+            assert decoder["last_over_first"] == pytest.approx(decoder["median_last_s"] / decoder["median_first_s"])
+
+    def test_ratios_match_the_times(self, quick_run):
+        _, result, _ = quick_run
+        times = {(r["d"], r["heads"], r["n"], r["name"]): r["time_s"]
+                 for r in result["crossover"]["records"] if not r.get("skipped")}
+        assert result["crossover"]["ratios"], "no ratio rows"
+        for row in result["crossover"]["ratios"]:
+            slow, fast = row["pair"].split("/")
+            key = (row["d"], row["heads"], row["n"])
+            assert row["ratio"] == pytest.approx(times[(*key, slow)] / times[(*key, fast)])
+            assert row["model_ratio"] == row["n"] / row["d"]
+
+    def test_explicit_softmax_memory_holds_the_weights(self, quick_run):
+        _, result, _ = quick_run
+        softmax = [r for r in result["crossover"]["records"] if r["name"] == "softmax"]
+        for r in softmax:  # the [1, H, N, N] fp32 weights are alive at once, at least
+            assert r["peak_bytes"] >= r["heads"] * r["n"] ** 2 * 4, r
+
+    def test_chunk_sweep_covers_every_d_and_marks_auto(self, quick_run):
+        _, result, stdout = quick_run
+        sweep, settings = result["crossover"]["chunk_sweep"], result["crossover"]["settings"]
+        assert {(r["d"], r["chunk"]) for r in sweep["records"]} == {
+            (d, c) for d in settings["ds"] for c in settings["chunk_sizes"]}
+        assert all(0 < r["time_s"] < math.inf for r in sweep["records"])
+        assert sweep["n"] == max(settings["ns"]) and set(sweep["auto"]) == {str(d) for d in settings["ds"]}
+        assert "against the chunk size C" in stdout
+
+    def test_skips_carry_a_reason(self, quick_run):
+        _, result, _ = quick_run
+        cap = result["crossover"]["settings"]["recurrent_max_n"]
+        skipped = [r for r in result["crossover"]["records"] if r.get("skipped")]
+        assert {r["name"] for r in skipped} == {"linear_causal_recurrent"}
+        assert all(r["n"] > cap and "Python loop" in r["skipped"] for r in skipped)
+
+    def test_targets_are_skipped_but_computed(self, quick_run):
+        _, result, stdout = quick_run
+        assert [t["status"] for t in result["targets"]] == ["SKIP (quick run)"] * 4
+        assert all(isinstance(t["value"], float) for t in result["targets"])
+        assert "SKIP (quick run)" in stdout and "model N/d" in stdout
+
+    def test_writes_the_plots(self, quick_run):
+        folder, _, _ = quick_run
+        for suffix in ("time", "memory", "decode"):
+            png = folder / f"tmp_{suffix}.png"
+            assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{png.name} is not a PNG"
+
+
+class TestCommandLine:
+    def test_unknown_suite_is_an_argparse_error(self, capsys):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--suite", "everything"])
+        assert exit_info.value.code == 2 and "--suite" in capsys.readouterr().err
+
+    @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+    def test_cuda_without_cuda_exits_2_with_a_message(self, capsys):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--device", "cuda", "--quick"])
+        assert exit_info.value.code == 2 and "not available" in capsys.readouterr().err
+
+    def test_out_must_be_json(self, capsys):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--device", "cpu", "--out", "results.txt"])
+        assert exit_info.value.code == 2 and ".json" in capsys.readouterr().err
+
+
+GOOD = TargetInputs(at_n=8192, causal_speedup=20.0, causal_over_noncausal={4096: 1.1, 8192: 1.2},
+                    roof_fraction_causal=0.6, roof_fraction_noncausal=0.7, decode_last_over_first=1.0,
+                    ledger_bytes_first=133120, ledger_bytes_last=133120)
+JUST_PAST = {
+    "speedup": replace(GOOD, causal_speedup=14.99),
+    "causal overhead": replace(GOOD, causal_over_noncausal={4096: 1.1, 8192: 1.3001}),
+    "roof": replace(GOOD, roof_fraction_causal=0.4999),
+    "decode drift": replace(GOOD, decode_last_over_first=1.2001),
+    "decode bytes": replace(GOOD, ledger_bytes_last=133124),
+}
+
+
+class TestTargets:
+    def test_all_pass_inside_the_limits(self):
+        assert [v["status"] for v in evaluate_targets(GOOD, quick=False)] == ["PASS"] * 4
+
+    def test_limits_themselves_pass(self):
+        edge = replace(GOOD, causal_speedup=15.0, causal_over_noncausal={4096: 1.3}, roof_fraction_causal=0.5,
+                       decode_last_over_first=1.2)
+        assert all(v["passed"] for v in evaluate_targets(edge, quick=False))
+
+    @pytest.mark.parametrize("which", list(JUST_PAST), ids=str)
+    def test_each_fails_just_past_its_limit(self, which):
+        verdicts = evaluate_targets(JUST_PAST[which], quick=False)
+        failing = [v["target"][0] for v in verdicts if v["status"] == "FAIL"]
+        expected = {"speedup": "1", "causal overhead": "2", "roof": "3", "decode drift": "4", "decode bytes": "4"}
+        assert failing == [expected[which]], f"{which}: failing targets {failing}"
+
+    def test_quick_run_skips_but_keeps_the_verdict(self):
+        verdicts = evaluate_targets(JUST_PAST["roof"], quick=True)
+        assert {v["status"] for v in verdicts} == {"SKIP (quick run)"}
+        assert [v["passed"] for v in verdicts] == [True, True, False, True]
+
+    def test_missing_numbers_are_not_measured(self):
+        verdicts = evaluate_targets(TargetInputs(), quick=False)
+        assert {v["status"] for v in verdicts} == {"NOT MEASURED"}
+
+
+class TestCrossover:
+    NS = [256, 512, 1024, 2048, 4096]
+
+    @pytest.mark.parametrize("n_star", [300.0, 700.0, 1024.0, 3000.0])
+    def test_recovers_a_power_law_crossing(self, n_star):
+        ratios = [(n / n_star) ** 1.5 for n in self.NS]  # straight on log-log: interpolation is exact
+        found, status = crossover_n(self.NS, ratios)
+        assert status == "crossed" and found == pytest.approx(n_star, rel=1e-12)
+
+    def test_no_crossing_either_way(self):
+        assert crossover_n(self.NS, [2.0] * 5) == (None, "linear faster at every N")
+        assert crossover_n(self.NS, [0.1, 0.2, 0.3, 0.4, 0.5]) == (None, "softmax faster at every N")
+
+    def test_first_rise_through_one_counts(self):
+        found, _ = crossover_n([100, 200, 400, 800], [0.5, 2.0, 0.5, 2.0])
+        assert found == pytest.approx(141.42135623730952)  # √(100·200): log-midpoint of the first crossing
+
+    def test_n_star_proportional_to_d_fits_exponent_one(self):
+        records = []
+        for d in (32, 64, 128):
+            for n in self.NS:  # softmax/linear time ratio = n / (12·d): N* = 12·d
+                records += [{"d": d, "heads": 8, "n": n, "name": "sdpa", "time_s": n / (12 * d)},
+                            {"d": d, "heads": 8, "n": n, "name": "linear", "time_s": 1.0}]
+        rows = ratio_rows(records, PAIRINGS)
+        found = crossovers(rows)
+        assert [c["n_star"] for c in found] == pytest.approx([384.0, 768.0, 1536.0])
+        fit = scaling(found)[0]
+        assert fit["exponent"] == pytest.approx(1.0) and fit["prefactor"] == pytest.approx(12.0)
+
+
+class TestFlops:
+    def test_counts(self):
+        assert softmax_flops(1024, 64, 64) == 2 * 1024**2 * 128
+        assert linear_flops(1024, 64, 64) == 4 * 1024 * 64 * 64
+        assert chunked_flops(1024, 64, 64, 64) == 4 * 1024 * 64 * 64 + 2 * 1024 * 64 * 128
+
+    def test_square_roof_matches_the_flops(self):
+        roof = roof_for(2 * 8 * 512**3, 8)  # eight 512×512 products
+        assert (roof.bh, roof.m, roof.k, roof.p, roof.scale) == (8, 512, 512, 512, 1.0)
+        odd = roof_for(2 * 8 * 500**3 + 12345, 8)  # side rounds, scale corrects
+        assert odd.m == 500 and odd.matmul_flops * odd.scale == pytest.approx(odd.flops)
+
+    def test_shaped_roof_of_exact_multiples(self):
+        bh, n, d = 8, 1024, 64
+        assert shaped_roof_for(bh * linear_flops(n, d, d), bh, n, d).p == 2 * d  # 4Nd² = 2·(2Nd²)
+        roof = shaped_roof_for(bh * chunked_flops(n, d, d, 64), bh, n, d)  # 4Nd² + 4NCd with C = d: r = 4
+        assert (roof.m, roof.k, roof.p, roof.scale) == (n, d, 4 * d, 1.0)
+
+    def test_shaped_roof_rounds_and_scales(self):
+        unit = 2 * 2 * 100 * 16 * 16
+        roof = shaped_roof_for(int(2.4 * unit), 2, 100, 16)
+        assert roof.p == 32 and roof.scale == pytest.approx(1.2)
+        small = shaped_roof_for(unit // 4, 2, 100, 16)  # r rounds up to at least 1
+        assert small.p == 16 and small.scale == pytest.approx(0.25)
+        assert roof.matmul_flops * roof.scale == pytest.approx(roof.flops)
+
+    def test_roofs_refuse_nonpositive_sizes(self):
+        with pytest.raises(ValueError, match="must be positive"):
+            roof_for(0, 8)
+        with pytest.raises(ValueError, match="must be positive"):
+            shaped_roof_for(100, 8, 0, 64)
+
+
+class TestPeakMemory:
+    def test_running_peak_follows_time_order(self):
+        assert running_peak([(3, -100), (1, 100), (2, 50), (4, 10)]) == 150
+        assert running_peak([]) == 0
+
+    def test_known_temporary_is_counted(self):
+        nbytes = 4 * 2**20
+
+        def allocate_temporary():
+            scratch = torch.ones(nbytes // 4)  # 4 MiB of float32, freed on return
+            return scratch.sum()
+
+        measured = peak_memory(allocate_temporary, CPU)
+        assert nbytes <= measured < nbytes + 64 * 1024, f"measured {measured} bytes for a {nbytes}-byte temporary"
+
+    def test_two_live_temporaries_add_up(self):
+        def two_at_once():
+            a, b = torch.ones(2**20), torch.ones(2**20)  # both alive together: 8 MiB
+            return (a + b).sum()  # plus the 4 MiB sum
+
+        assert peak_memory(two_at_once, CPU) >= 12 * 2**20
+
+    def test_in_place_work_allocates_nothing(self):
+        x = torch.zeros(2**20)
+        assert peak_memory(lambda: x.add_(1.0), CPU) < 1024
