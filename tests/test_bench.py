@@ -3,6 +3,7 @@
 Nothing here asserts a speed: the machine is shared and timings are noisy.
 """
 
+import io
 import json
 import math
 import subprocess
@@ -17,6 +18,9 @@ from course_lib.bench.analysis import crossover_n, crossovers, ratio_rows, scali
 from course_lib.bench.flops import chunked_flops, linear_flops, roof_for, shaped_roof_for, softmax_flops
 from course_lib.bench.kernels import PAIRINGS
 from course_lib.bench.targets import TargetInputs, evaluate_targets
+from course_lib.bench import results as bench_results
+from course_lib.bench.progress import Progress
+from course_lib.bench.results import load_results, results_path
 from course_lib.bench.timing import peak_memory, running_peak
 
 CPU = torch.device("cpu")
@@ -245,3 +249,43 @@ class TestPeakMemory:
     def test_in_place_work_allocates_nothing(self):
         x = torch.zeros(2**20)
         assert peak_memory(lambda: x.add_(1.0), CPU) < 1024
+
+
+class TestCommittedResults:
+    def test_paths_name_the_device(self):
+        assert results_path("cpu").name == "bench_cpu.json" and results_path("cuda").parent.name == "results"
+        with pytest.raises(ValueError, match="device_type must be 'cpu' or 'cuda', got 'mps'"):
+            results_path("mps")
+
+    def test_missing_run_is_none_and_quick_run_is_refused(self, tmp_path, monkeypatch):
+        monkeypatch.setattr(bench_results, "RESULTS_DIR", tmp_path)
+        assert load_results("cuda") is None
+        (tmp_path / "bench_cpu.json").write_text(json.dumps({"meta": {"quick": True}}))
+        with pytest.raises(ValueError, match="holds a --quick run"):
+            load_results("cpu")
+
+    def test_the_committed_cpu_run_is_a_full_run_with_every_section(self):
+        payload = load_results("cpu")
+        assert payload is not None, "benchmarks/results/bench_cpu.json is not committed"
+        assert payload["meta"]["quick"] is False and payload["meta"]["device"].startswith("cpu")
+        assert {"crossover", "decode", "targets"} <= set(payload)
+        assert payload["crossover"]["settings"]["ns"][-1] >= 8192 and payload["decode"]["settings"]["tokens"] >= 16384
+        assert [t["status"] in ("PASS", "FAIL") for t in payload["targets"]] == [True] * 4
+
+
+class TestProgress:
+    def test_draws_on_a_given_stream(self):
+        stream = io.StringIO()
+        bar = Progress(4, "sweep", width=4, stream=stream)
+        bar.advance("a")
+        bar.advance("b")
+        bar.close()
+        assert "sweep [##..] 2/4" in stream.getvalue() and stream.getvalue().endswith("\n")
+
+    def test_silent_when_stderr_is_not_a_terminal(self, monkeypatch):
+        fake = io.StringIO()  # isatty() is False, as in a notebook or a CI log
+        monkeypatch.setattr(sys, "stderr", fake)
+        bar = Progress(3, "sweep")
+        bar.advance()
+        bar.close()
+        assert fake.getvalue() == "" and bar.done == 1

@@ -11,11 +11,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import matplotlib
 import torch
 
-from course_lib.bench import analysis, crossover, decode, kernels, plots, report, targets
-from course_lib.bench.timing import memory_method
-from course_lib.device import get_device
+matplotlib.use("Agg")  # the CLI only writes PNGs; a notebook importing course_lib.bench keeps its own backend
+from course_lib.bench import analysis, crossover, decode, kernels, plots, report, targets  # noqa: E402
+from course_lib.bench.timing import memory_method  # noqa: E402
+from course_lib.device import get_device  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, torch.device]:

@@ -1,11 +1,9 @@
-"""PNG figures next to the JSON (same stem): crossover time, peak memory, decode."""
+"""The suite's figures: crossover time, peak memory, decode. ``*_figure`` returns a figure (notebook 08
+shows them); ``crossover_plots`` / ``decode_plot`` save PNGs next to the JSON (same stem) for the CLI."""
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
+import matplotlib.pyplot as plt
 
 
 def _by_d(records: list[dict], heads: int) -> dict[int, dict[str, list[tuple[int, dict]]]]:
@@ -17,7 +15,7 @@ def _by_d(records: list[dict], heads: int) -> dict[int, dict[str, list[tuple[int
     return curves
 
 
-def _panels(crossover: dict, key, ylabel: str, path: Path, *, mark_crossovers: bool) -> Path:
+def _panels(crossover: dict, key, ylabel: str, *, mark_crossovers: bool) -> plt.Figure:
     heads = max(crossover["settings"]["heads"])
     curves = _by_d(crossover["records"], heads)
     fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 4), squeeze=False)
@@ -33,22 +31,20 @@ def _panels(crossover: dict, key, ylabel: str, path: Path, *, mark_crossovers: b
         ax.set(title=f"d={d}, H={heads}", xlabel="N", ylabel=ylabel)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def crossover_plots(crossover: dict, stem: Path) -> list[Path]:
-    """Time against N (log-log, crossovers marked) and peak memory against N, one panel per d."""
-    return [
-        _panels(crossover, lambda r: r["time_s"], "seconds per call", stem.with_name(stem.name + "_time.png"),
-                mark_crossovers=True),
-        _panels(crossover, lambda r: max(r["peak_bytes"], 1), "peak bytes", stem.with_name(stem.name + "_memory.png"),
-                mark_crossovers=False),
-    ]
+def time_figure(crossover: dict) -> plt.Figure:
+    """Seconds per call against N (log-log), one panel per d, crossovers N* marked."""
+    return _panels(crossover, lambda r: r["time_s"], "seconds per call", mark_crossovers=True)
 
 
-def decode_plot(decode: dict, stem: Path) -> Path:
+def memory_figure(crossover: dict) -> plt.Figure:
+    """Peak extra bytes of one call against N (log-log), one panel per d."""
+    return _panels(crossover, lambda r: max(r["peak_bytes"], 1), "peak bytes", mark_crossovers=False)
+
+
+def decode_figure(decode: dict) -> plt.Figure:
     """Per-token latency against t, and bytes held against t, KV cache and ledger."""
     fig, (latency, held) = plt.subplots(1, 2, figsize=(10, 4))
     for name in ("kv_cache", "ledger"):
@@ -59,7 +55,21 @@ def decode_plot(decode: dict, stem: Path) -> Path:
     held.set(xlabel="token t", ylabel="bytes held", title="memory held", yscale="log")
     latency.legend()
     fig.tight_layout()
-    path = stem.with_name(stem.name + "_decode.png")
+    return fig
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def crossover_plots(crossover: dict, stem: Path) -> list[Path]:
+    """Save ``<stem>_time.png`` and ``<stem>_memory.png``."""
+    return [_save(time_figure(crossover), stem.with_name(stem.name + "_time.png")),
+            _save(memory_figure(crossover), stem.with_name(stem.name + "_memory.png"))]
+
+
+def decode_plot(decode: dict, stem: Path) -> Path:
+    """Save ``<stem>_decode.png``."""
+    return _save(decode_figure(decode), stem.with_name(stem.name + "_decode.png"))

@@ -16,7 +16,10 @@ Peak memory, the most bytes held at once during one call above what was held bef
   (tensor storage), not Python objects.
 """
 
-from collections.abc import Callable
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -44,8 +47,23 @@ def running_peak(events: list[tuple[int, int]]) -> int:
     return peak
 
 
+@contextlib.contextmanager
+def _silenced_stderr_fd() -> Iterator[None]:
+    """File descriptor 2 sent to /dev/null: the profiler's C++ logger writes "USDT ... profiler_start /
+    profiler_stop" lines straight to it on every use (no setting turns them off in torch 2.13)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _cpu_peak(fn: Callable[[], object]) -> int:
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with _silenced_stderr_fd(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()  # the result is dropped inside the window, so its free is recorded too
     events = prof.profiler.kineto_results.events()
     return running_peak([(event.start_ns(), event.nbytes()) for event in events if event.name() == "[memory]"])
