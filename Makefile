@@ -12,7 +12,7 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 STAMP := $(VENV)/.installed-stamp
 NOTEBOOKS := $(wildcard notebooks/*.ipynb) $(wildcard solutions/*.ipynb)
 
-.PHONY: install lab test notebooks exercises clean
+.PHONY: install lab test test-browser notebooks exercises clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,13 @@ lab: install
 
 test: install
 	$(BIN)/python -m pytest
+
+# JupyterLab + headless Chromium: run the explorer notebook, move a slider, save docs/explorer.png.
+# Installs selenium, and Debian's chromium + chromium-driver when missing (needs root or sudo).
+test-browser: install
+	$(BIN)/python -m pip install -q -e ".[browser]"
+	bash .ci/install_chromium
+	$(BIN)/python tests/browser_smoke.py --notebook notebooks/11_explorer.ipynb --screenshot docs/explorer.png
 
 # Re-execute every notebook in place (CPU, so committed outputs do not depend on the author's GPU).
 notebooks: install

@@ -8,11 +8,13 @@ random draws, other formulas), which must score full marks. The rest cheat
 through their inputs, hang, crash, print, or cannot be unpickled.
 """
 
+import json
 import math
 import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -394,6 +396,24 @@ def ex06_transpose_with_T(q, k, v, chunk_size):
     return _chunked_causal(q, k, v, chunk_size, T=True)
 
 
+QUIZ_KEY = {
+    qid: entry["answer"]
+    for qid, entry in json.loads((Path(__file__).parents[1] / "solutions" / "quiz_key.json").read_text()).items()
+}  # the instructor's plaintext key (solutions/ only)
+
+
+def _quiz_mutant(question_id: str) -> Callable:
+    """quiz_answers() right everywhere except ``question_id``, which gets the next letter after the key's first."""
+    key = QUIZ_KEY[question_id]
+    wrong = "ABCD"[("ABCD".index(key[0]) + 1) % 4]
+
+    def quiz_answers():
+        return {**QUIZ_KEY, question_id: wrong}
+
+    quiz_answers.__name__ = f"ex08_wrong_{question_id.lower()}"
+    return quiz_answers
+
+
 def _mutants(*pairs: tuple[Callable, str]) -> list[Mutant]:
     return [Mutant(fn, frozenset(targets.split())) for fn, targets in pairs]
 
@@ -473,6 +493,7 @@ MUTANTS: dict[str, list[Mutant]] = {
         (ex06_no_normaliser, "values constant_values"),
         (ex06_transpose_with_T, "batch_dims"),
     ),
+    "ex08_interview_quiz": _mutants(*((_quiz_mutant(qid), qid.lower()) for qid in QUIZ_KEY)),
 }
 
 
@@ -525,12 +546,18 @@ def ex06_course_lib(q, k, v, chunk_size):
     return attention.linear_attention(q, k, v, causal=True, method="chunked", chunk_size=chunk_size)
 
 
+def ex08_letters_as_sets():
+    """The key in lower case, multiple-choice answers as sets of letters instead of sorted strings."""
+    return {qid: set(key.lower()) if len(key) > 1 else key.lower() for qid, key in QUIZ_KEY.items()}
+
+
 ALTERNATIVES: dict[str, list[Callable]] = {
     "ex03_positive_random_features": [random_features.positive_random_features, ex03_log_space],
     "ex04_orthogonal_gaussian": [random_features.orthogonal_gaussian, ex04_lengths_first_rows_of_q],
     "ex07_rope": [ex07_complex_rotation, ex07_rotation_matrices],
     "ex05_causal_linear_attention": [ex05_course_lib, ex05_float64_ledger_cast_back],
     "ex06_chunked_causal": [ex06_course_lib],
+    "ex08_interview_quiz": [ex08_letters_as_sets],
 }
 
 

@@ -1,0 +1,168 @@
+"""The ten interview questions: prompts and options in the open, key and explanation sealed.
+
+Each question's key hash and sealed explanation come from ``sealed.py``, which
+``python -m course_lib.quiz.seal`` generates from the instructor's plaintext key
+(``solutions/quiz_key.json``); see ``keys`` for what the sealing does and does not protect.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from string import ascii_uppercase
+
+from course_lib.quiz import keys
+from course_lib.quiz.sealed import SEALED
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question: ``options[i]`` is option ``"ABCD…"[i]``; ``multiple`` allows several letters."""
+
+    id: str
+    prompt: str
+    options: tuple[str, ...]
+    multiple: bool = False
+
+    @property
+    def letters(self) -> str:
+        """The option letters, e.g. ``"ABCD"``."""
+        return ascii_uppercase[: len(self.options)]
+
+    @property
+    def kind(self) -> str:
+        """"single choice" or "multiple choice", as shown to the student."""
+        return "multiple choice" if self.multiple else "single choice"
+
+    def canonical(self, answer: str | Iterable[str]) -> str:
+        """``answer`` as sorted upper-case letters (``"dba"`` -> ``"ABD"``); ValueError naming the question."""
+        try:
+            return keys.canonical_answer(answer, letters=self.letters, multiple=self.multiple)
+        except ValueError as error:
+            raise ValueError(f"{self.id}: {error}") from None
+
+    def is_correct(self, answer: str | Iterable[str]) -> bool:
+        """Whether ``answer`` (any form ``canonical`` takes) is the key: compared by salted hash."""
+        return keys.answer_hash(self.id, self.canonical(answer)) == self._sealed[0]
+
+    def reveal(self) -> tuple[str, str]:
+        """(key, explanation): found by trying every answer against the hash. Call it after a first answer."""
+        key = keys.find_key(self.id, self._sealed[0], self.letters, multiple=self.multiple)
+        return key, keys.unseal(self.id, key, self._sealed[1])
+
+    def text(self) -> str:
+        """The question as plain text: id, kind, prompt and lettered options."""
+        how = "one or more letters" if self.multiple else "one letter"
+        lines = [f"{self.id} ({self.kind}: {how}). {self.prompt}"]
+        lines += [f"  {letter}. {option}" for letter, option in zip(self.letters, self.options, strict=True)]
+        return "\n".join(lines)
+
+    @property
+    def _sealed(self) -> tuple[str, str]:
+        if self.id not in SEALED:
+            raise ValueError(f"{self.id} has no sealed key: run `python -m course_lib.quiz.seal`")
+        return SEALED[self.id]
+
+
+QUESTIONS: tuple[Question, ...] = (
+    Question(
+        "Q1",
+        "Standard softmax attention over a sequence of N tokens with head dimension d: how does its time grow?",
+        ("O(N·d)", "O(N²·d)", "O(N·d²)", "O(N²·d²)"),
+    ),
+    Question(
+        "Q2",
+        "Which of these does linear attention use to get below quadratic cost?",
+        (
+            "Replace the softmax similarity by a dot product of feature maps, φ(q)ᵀφ(k)",
+            "Regroup the matrix product using associativity",
+            "Take a singular value decomposition of the N×N attention matrix",
+            "Summarise the keys and values once, then let every query read that summary",
+        ),
+        multiple=True,
+    ),
+    Question(
+        "Q3",
+        "Going from O(N²d) to O(Nd²) hinges on which change in the order of computation?",
+        (
+            "Compute QVᵀ first, then multiply by K",
+            "Factor Q into two low-rank matrices",
+            "Compute VKᵀ first, then multiply by Q",
+            "Compute φ(K)ᵀV first, then multiply φ(Q) by it",
+        ),
+    ),
+    Question(
+        "Q4",
+        "Which device does the Performer (FAVOR+) use to approximate softmax attention?",
+        (
+            "A low-rank factorisation of the attention matrix",
+            "Hashing queries and keys into buckets",
+            "Random features whose dot product estimates exp(qᵀk)",
+            "Keeping a sparse random subset of the query–key pairs",
+        ),
+    ),
+    Question(
+        "Q5",
+        "A linear-attention model generates text token by token in its recurrent form. As the sequence grows to "
+        "length N, how much does it keep in memory per layer and head?",
+        (
+            "A cache of O(N²) numbers",
+            "A KV cache of O(N·d) numbers",
+            "A fixed state of O(d·dv) numbers, whatever N is",
+            "A cache of O(N) numbers",
+        ),
+    ),
+    Question(
+        "Q6",
+        "What can linear attention cost you in accuracy, compared with softmax attention?",
+        (
+            "The softmax kernel is replaced, or approximated, by another kernel",
+            "Order information can get lost in the global summary",
+            "The model has fewer parameters",
+            "Random features add estimation variance",
+        ),
+        multiple=True,
+    ),
+    Question(
+        "Q7",
+        "How does the number of random features m affect a random-feature estimate of the softmax kernel?",
+        (
+            "Its variance falls like 1/m",
+            "Its variance grows like m²",
+            "Its bias grows like m",
+            "m does not matter",
+        ),
+    ),
+    Question(
+        "Q8",
+        "Why can RoPE not be dropped into linear attention unchanged?",
+        (
+            "RoPE needs an even sequence length",
+            "Linear attention only understands absolute positions",
+            "Once φ is applied after the rotations, φ(q)ᵀφ(k) no longer depends on the offset j − i alone",
+            "RoPE was designed for convolutional networks only",
+        ),
+    ),
+    Question(
+        "Q9",
+        "In which settings does linear attention tend to pay off?",
+        (
+            "Reading a 100 000-token document",
+            "Real-time streaming speech recognition",
+            "Classifying the sentiment of short sentences",
+            "Generating a long text token by token",
+        ),
+        multiple=True,
+    ),
+    Question(
+        "Q10",
+        "Which feature map φ did the Linear Transformer (Katharopoulos et al., 2020) use?",
+        ("φ(x) = sigmoid(x)", "φ(x) = elu(x) + 1", "φ(x) = tanh(x)", "φ(x) = x², entry by entry"),
+    ),
+)
+
+
+def question(question_id: str) -> Question:
+    """The question called ``question_id``; ValueError naming the known ids if there is none."""
+    for q in QUESTIONS:
+        if q.id == question_id:
+            return q
+    raise ValueError(f"unknown question id {question_id!r}; known: {', '.join(q.id for q in QUESTIONS)}")

@@ -1,0 +1,126 @@
+"""Drawing the explorer's panels with matplotlib: one figure, no pyplot state (notebook 11).
+
+``new_figure`` lays out the axes once; ``render`` clears and redraws them from the
+dicts of ``course_lib.viz.panels``; ``to_png`` rasterises for a widget or a static view.
+"""
+
+import io
+import math
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+from course_lib.viz.panels import Stage
+
+ACTIVE, IDLE = "#1f77b4", "#9a9a9a"
+SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _power_of_ten(value: float, _position) -> str:
+    """'10⁴' in plain unicode: log axes' default labels go through mathtext, a third of each redraw."""
+    return "10" + str(round(math.log10(value))).translate(SUPERSCRIPTS) if value > 0 else ""
+SOFTMAX_COLOUR, LINEAR_COLOUR = "#d62728", "#1f77b4"
+
+
+def new_figure() -> tuple[Figure, dict]:
+    """A 15×5 inch figure: weights | flow | (FLOPs over memory). Returns (figure, axes by name)."""
+    fig = Figure(figsize=(15, 5.2))  # fixed margins: a layout engine would double the time of each redraw
+    grid = fig.add_gridspec(2, 3, width_ratios=[0.9, 2.0, 1.0], left=0.04, right=0.99, bottom=0.09, top=0.9,
+                            wspace=0.1, hspace=0.35)
+    axes = {
+        "weights": fig.add_subplot(grid[:, 0]),
+        "flow": fig.add_subplot(grid[:, 1]),
+        "flops": fig.add_subplot(grid[0, 2]),
+        "bytes": fig.add_subplot(grid[1, 2]),
+    }
+    return fig, axes
+
+
+def draw_weights(ax, panel: dict) -> None:
+    """Heat map of the n×n weights; the title holds the error against softmax."""
+    top = panel["softmax"].quantile(0.99).item()  # one colour scale per setting, set by softmax, robust to a few peaks
+    ax.imshow(panel["weights"].numpy(), cmap="magma", vmin=0.0, vmax=top, interpolation="nearest")
+    kind = "softmax(QKᵀ/√d)" if panel["mode"] == "softmax" else "implied φ(Q)φ(K)ᵀ, row-normalised"
+    mask = ", causal" if panel["causal"] else ""
+    ax.set_title(
+        f"{panel['mode']}: {kind}{mask}\nN={panel['n']}, f={panel['f']}, σ={panel['scale']:g}: "
+        f"output rel. error {panel['rel_error']:.3f}, max|ΔA| {panel['max_abs_diff']:.3f}",
+        fontsize=9,
+    )
+    ax.set_xlabel("key j (window)")
+    ax.set_ylabel("query i (student)")
+
+
+def _box_text(stage: Stage) -> str:
+    steps = " per step" if stage.per_step else ""
+    shape = "×".join(str(size) for size in stage.shape)
+    note = f"\n({stage.note})" if stage.note else ""
+    return f"{stage.name}\n{stage.dims} = {shape}{steps}\n{stage.macs:,} MACs{note}"
+
+
+def _draw_row(ax, stages: list[Stage], y: float, colour: str) -> None:
+    """Boxes at the centres of equal slots across the axes, arrows from slot edge to slot edge."""
+    width = 1 / len(stages)
+    for i, stage in enumerate(stages):
+        ax.text((i + 0.5) * width, y, _box_text(stage), ha="center", va="center", fontsize=7.5, color=colour,
+                bbox={"boxstyle": "round,pad=0.4", "facecolor": "white", "edgecolor": colour})
+        if i:
+            ax.annotate("", xy=(i * width + 0.012, y), xytext=(i * width - 0.012, y),
+                        arrowprops={"arrowstyle": "->", "color": colour})
+
+
+def draw_flow(ax, panel: dict) -> None:
+    """The n×n route on top, the linear route below; the active one in colour, totals in the labels."""
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.axis("off")
+    n, f, dv = panel["n"], panel["f"], panel["dv"]
+    routes = (
+        ("quadratic", 0.72, f"n×n route: 2N²d = {panel['macs_quadratic']:,} MACs, "
+                            f"holds {panel['held_quadratic']:,} entries"),
+        ("linear", 0.25, f"linear route ({panel['linear_map']}, f={f}): 2N·f·dv = {panel['macs_linear']:,} MACs, "
+                         f"holds {panel['held_linear']:,} entries"),
+    )
+    for name, y, label in routes:
+        colour = ACTIVE if name == panel["active"] else IDLE
+        ax.text(0.0, y + 0.19, label, fontsize=8.5, color=colour, weight="bold" if colour == ACTIVE else "normal")
+        _draw_row(ax, panel[name], y, colour)
+    causal = "causal" if panel["causal"] else "non-causal"
+    ax.set_title(f"{panel['mode']} ({causal}), N={n}, d=dv={dv}: the n×n route costs N/f = "
+                 f"{panel['macs_ratio']:.3g}× the linear one", fontsize=9)
+
+
+def draw_complexity(ax_flops, ax_bytes, panel: dict) -> None:
+    """FLOPs (top) and memory (bottom) against N, log-log; current N and the crossover N = f marked."""
+    ns = panel["ns"]
+    for ax, key, unit in ((ax_flops, "flops", "FLOPs"), (ax_bytes, "bytes", "bytes held (float32)")):
+        ax.loglog(ns, panel[f"{key}_softmax"], color=SOFTMAX_COLOUR, label="n×n route")
+        ax.loglog(ns, panel[f"{key}_linear"], color=LINEAR_COLOUR, label="linear route")
+        ax.axvline(panel["n"], color="black", linewidth=1, label=f"N = {panel['n']}")
+        crossover = panel["crossover_n"]
+        ax.axvline(crossover, color="grey", linestyle=":", label=f"crossover N = f = {crossover:g}")
+        ax.set_ylabel(unit, fontsize=8)
+        ax.xaxis.set_major_locator(LogLocator(base=10, numticks=6))
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_minor_locator(NullLocator())  # fewer tick labels to typeset on every redraw
+            axis.set_major_formatter(FuncFormatter(_power_of_ten))
+        ax.tick_params(labelsize=7)
+    ax_flops.set_title(f"cost vs N ({panel['mode']}): N/f = {panel['ratio']:.3g}", fontsize=9)
+    ax_flops.legend(fontsize=6.5, loc="upper left")
+    ax_bytes.set_xlabel("N (tokens)", fontsize=8)
+
+
+def render(fig: Figure, axes: dict, panels: dict) -> None:
+    """Clear every axes and draw the three panels of ``viz.panels.all_panels``."""
+    for ax in axes.values():
+        ax.clear()
+    draw_weights(axes["weights"], panels["weights"])
+    draw_flow(axes["flow"], panels["flow"])
+    draw_complexity(axes["flops"], axes["bytes"], panels["complexity"])
+
+
+def to_png(fig: Figure, *, dpi: int = 80) -> bytes:
+    """The figure as PNG bytes."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()

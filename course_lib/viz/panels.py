@@ -1,0 +1,249 @@
+"""The data behind the explorer's three panels: pure functions, no widgets (notebook 11).
+
+* ``weights_panel``: the n×n matrix a mode attends with (softmax, or the matrix implied by
+  a feature map, φ(Q)φ(K)ᵀ row-normalised) and its error against softmax;
+* ``flow_panel``: the stages of the n×n route and of the linear route, with shapes and
+  multiply counts;
+* ``complexity_panel``: FLOPs and memory of both routes against N, and the crossover.
+
+Inputs are float64 on the CPU, drawn from a seeded ``torch.Generator``, so every number
+is reproducible. Self-attention throughout: n = m = N tokens and dv = d. ``scale`` σ sets
+the spread of queries and keys, q, k ~ N(0, σ²I): the logits qᵀk/√d then have standard
+deviation σ², so a larger σ means a more peaked softmax, and a harder one for Performer
+(its estimator's variance grows like exp(‖q‖²/√d + ‖k‖²/√d), notebook 06).
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from course_lib.attention import kernel_weights, linear_attention, softmax_weights
+from course_lib.bench.flops import linear_flops, softmax_flops
+from course_lib.feature_maps import elu_plus_one
+from course_lib.measure import macs_linear, macs_softmax, relative_error
+from course_lib.random_features import PerformerFeatures
+
+MODES = ("softmax", "linear (elu+1)", "Performer", "causal recurrent")
+SOFTMAX, ELU, PERFORMER, RECURRENT = MODES
+FEATURE_STREAM = 10_000  # ω comes from generator seed + this: N never redraws ω, m never redraws q, k, v
+DEFAULT_SCALE = 0.6
+
+
+def check_settings(mode: str, n: int, d: int, m: int, seed: int, scale: float = DEFAULT_SCALE) -> None:
+    """Raise ValueError naming the first bad setting."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    for name, value, low in (("n", n, 1), ("d", d, 1), ("m", m, 1), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
+        raise ValueError(f"scale must be a finite number > 0 (the spread σ of q and k), got {scale!r}")
+
+
+def is_causal(mode: str, causal: bool) -> bool:
+    """The causal flag in effect: the recurrent ledger is causal by construction."""
+    return bool(causal) or mode == RECURRENT
+
+
+def feature_count(mode: str, d: int, m: int) -> int:
+    """f, features per token of the mode's linear route: m for Performer, else d (elu+1, also softmax's alternative)."""
+    return m if mode == PERFORMER else d
+
+
+def panel_inputs(n: int, d: int, seed: int, scale: float = DEFAULT_SCALE) -> tuple[torch.Tensor, ...]:
+    """q, k ~ N(0, scale²), v ~ N(0, 1), each [n, d] float64, from ``torch.Generator().manual_seed(seed)``."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(n, d, generator=g, dtype=torch.float64) for _ in range(3))
+    return q * scale, k * scale, v
+
+
+def feature_map_for(mode: str, d: int, m: int, seed: int):
+    """The mode's φ: PerformerFeatures(d, m) (positive, orthogonal, ω from its own seeded stream) or elu+1."""
+    if mode == PERFORMER:
+        return PerformerFeatures(d, m, generator=torch.Generator().manual_seed(seed + FEATURE_STREAM))
+    return elu_plus_one
+
+
+def weights_panel(mode: str, n: int, d: int, m: int, causal: bool, seed: int, scale: float = DEFAULT_SCALE) -> dict:
+    """The attention matrix of ``mode`` and its distance from softmax attention.
+
+    softmax: A = softmax(QKᵀ/√d). Linear modes: the implied A_ij = φ(q_i)ᵀφ(k_j) / Σ_j' φ(q_i)ᵀφ(k_j')
+    (``kernel_weights``), masked to j ≤ i when causal. ``output`` is computed by the mode's own
+    route (softmax: weights @ v; linear_attention's fast path, or the recurrent ledger in
+    "causal recurrent" mode), so output = weights @ v checks the picture against the route.
+    Returns weights and softmax [n, n], output and softmax_output [n, d], rel_error
+    (‖out − out_softmax‖ / ‖out_softmax‖), max_abs_diff (max |A − A_softmax|), f, causal.
+    """
+    check_settings(mode, n, d, m, seed, scale)
+    causal = is_causal(mode, causal)
+    q, k, v = panel_inputs(n, d, seed, scale)
+    reference = softmax_weights(q, k, causal=causal)  # [n, n]
+    reference_output = reference @ v  # [n, d]
+    if mode == SOFTMAX:
+        weights, output = reference, reference_output
+    else:
+        phi = feature_map_for(mode, d, m, seed)
+        weights = kernel_weights(q, k, phi, causal=causal)  # [n, n]
+        method = "recurrent" if mode == RECURRENT else "auto"
+        output = linear_attention(q, k, v, phi, causal=causal, method=method)  # [n, d]
+    return {
+        "mode": mode,
+        "n": n,
+        "d": d,
+        "f": feature_count(mode, d, m),
+        "causal": causal,
+        "seed": seed,
+        "scale": scale,
+        "weights": weights,
+        "softmax": reference,
+        "output": output,
+        "softmax_output": reference_output,
+        "rel_error": relative_error(output, reference_output),
+        "max_abs_diff": (weights - reference).abs().max().item(),
+    }
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One box of the flow: a tensor the route computes.
+
+    ``shape`` in numbers, ``dims`` in symbols ("N×f"); ``macs`` = the multiply-accumulates
+    that produce it (summed over all N steps for the ledger); ``counted`` = part of the
+    ``macs_softmax`` / ``macs_linear`` matrix-product count (feature maps and normalisers
+    are not); ``held`` = an intermediate the route keeps in memory (inputs and the output,
+    common to both routes, are not); ``per_step`` = overwritten once per token (the ledger).
+    """
+
+    name: str
+    dims: str
+    shape: tuple[int, ...]
+    macs: int
+    counted: bool
+    held: bool
+    per_step: bool = False
+    note: str = ""
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+def quadratic_route(n: int, d: int, dv: int, causal: bool) -> list[Stage]:
+    """QKᵀ/√d [N×N] → softmax [N×N] → ·V [N×dv]: n·n·d + n·n·dv MACs (``macs_softmax``)."""
+    mask = "j > i set to −∞, still computed" if causal else ""
+    return [
+        Stage("scores QKᵀ/√d", "N×N", (n, n), n * n * d, counted=True, held=True, note=mask),
+        Stage("A = softmax(scores)", "N×N", (n, n), 0, counted=False, held=False, note="N² exps, in place"),
+        Stage("out = A·V", "N×dv", (n, dv), n * n * dv, counted=True, held=False),
+    ]
+
+
+def linear_route(n: int, d: int, dv: int, f: int, *, causal: bool, recurrent: bool, projection: bool) -> list[Stage]:
+    """φ(Q)(φ(K)ᵀV) / φ(Q)z: n·f·dv + n·f·dv MACs (``macs_linear``), plus the feature map.
+
+    Non-causal: one S = φ(K)ᵀV [f×dv] and z = Σ_j φ(k_j) [f] read by every query.
+    Causal, parallel: one prefix S_i [f×dv] and z_i [f] per position, [N×f×dv] and [N×f].
+    Recurrent: the ledger S [f×dv], z [f] updated token by token, so memory does not grow with N.
+    ``projection``: φ multiplies by ω [f×d] (Performer, n·f·d MACs per input), else elementwise.
+    """
+    feature_macs = 2 * n * f * d if projection else 0
+    read = Stage("out = φ(Q)S / φ(Q)z", "N×dv", (n, dv), n * f * dv, counted=True, held=False,
+                 note="+ N·f for φ(Q)z")
+    if recurrent:
+        return [
+            Stage("φ(q_t), φ(k_t)", "2×f", (2, f), feature_macs, counted=False, held=True, per_step=True),
+            Stage("S ← S + φ(k_t)v_tᵀ", "f×dv", (f, dv), n * f * dv, counted=True, held=True, per_step=True),
+            Stage("z ← z + φ(k_t)", "f", (f,), 0, counted=False, held=True, per_step=True),
+            read,
+        ]
+    features = Stage("φ(Q), φ(K)", "2×N×f", (2, n, f), feature_macs, counted=False, held=True)
+    if causal:
+        summary = Stage("S_i = Σ_{j≤i} φ(k_j)v_jᵀ", "N×f×dv", (n, f, dv), n * f * dv, counted=True, held=True)
+        normaliser = Stage("z_i = Σ_{j≤i} φ(k_j)", "N×f", (n, f), 0, counted=False, held=True)
+    else:
+        summary = Stage("S = φ(K)ᵀV", "f×dv", (f, dv), n * f * dv, counted=True, held=True)
+        normaliser = Stage("z = Σ_j φ(k_j)", "f", (f,), 0, counted=False, held=True)
+    return [features, summary, normaliser, read]
+
+
+def held_entries(stages: list[Stage]) -> int:
+    """Entries of the intermediates a route keeps in memory at once."""
+    return sum(stage.numel for stage in stages if stage.held)
+
+
+def flow_panel(mode: str, n: int, d: int, m: int, causal: bool) -> dict:
+    """Both routes for ``mode``, as stages with shapes and multiply counts.
+
+    ``active`` is the route the mode runs; softmax mode shows elu+1 (f = d) as the
+    alternative. ``macs_quadratic`` = macs_softmax(N, N, d, d), ``macs_linear`` =
+    macs_linear(N, N, f, d); their ratio is N(d + dv) / (2f·dv) = N/f.
+    """
+    check_settings(mode, n, d, m, seed=0)
+    causal, f, dv = is_causal(mode, causal), feature_count(mode, d, m), d
+    quadratic = quadratic_route(n, d, dv, causal)
+    linear = linear_route(n, d, dv, f, causal=causal, recurrent=mode == RECURRENT, projection=mode == PERFORMER)
+    macs_q, macs_l = macs_softmax(n, n, d, dv), macs_linear(n, n, f, dv)
+    return {
+        "mode": mode,
+        "n": n,
+        "d": d,
+        "dv": dv,
+        "f": f,
+        "causal": causal,
+        "active": "quadratic" if mode == SOFTMAX else "linear",
+        "linear_map": "Performer" if mode == PERFORMER else "elu+1",
+        "quadratic": quadratic,
+        "linear": linear,
+        "macs_quadratic": macs_q,
+        "macs_linear": macs_l,
+        "macs_ratio": macs_q / macs_l,
+        "held_quadratic": held_entries(quadratic),
+        "held_linear": held_entries(linear),
+    }
+
+
+def default_ns(n: int, crossover_n: float) -> np.ndarray:
+    """A log grid 2..65536 with N and the crossover included (sorted, unique ints)."""
+    grid = np.geomspace(2, 65536, 49).round().astype(np.int64)
+    return np.unique(np.concatenate([grid, [n, max(1, round(crossover_n))]]))
+
+
+def complexity_panel(mode: str, n: int, d: int, m: int, causal: bool, *, itemsize: int = 4) -> dict:
+    """FLOPs and memory of the n×n and the linear route against N, one head.
+
+    flops = 2 × MACs (``bench.flops``: 2N²(d + dv) and 4N·f·dv). bytes = ``itemsize`` (float32:
+    4) × the entries each route holds (``flow_panel``'s held stages): N² for the matrix;
+    2N·f + f·dv + f for the blackboard; N·f·dv + N·f + 2N·f for the causal prefix sums;
+    f·dv + 3f for the ledger. crossover_n solves N²(d + dv) = 2N·f·dv: N = 2f·dv/(d + dv) = f
+    (N = d for elu+1, N = m for Performer); the n×n route costs N/f times the linear one.
+    """
+    check_settings(mode, n, d, m, seed=0)
+    if isinstance(itemsize, bool) or not isinstance(itemsize, int) or itemsize < 1:
+        raise ValueError(f"itemsize must be a positive int (bytes per entry), got {itemsize!r}")
+    f, dv = feature_count(mode, d, m), d
+    crossover_n = 2 * f * dv / (d + dv)
+    ns = default_ns(n, crossover_n)
+    flows = [flow_panel(mode, int(size), d, m, causal) for size in ns]
+    return {
+        "mode": mode,
+        "n": n,
+        "f": f,
+        "ns": ns,
+        "flops_softmax": np.array([softmax_flops(int(size), d, dv) for size in ns], dtype=np.float64),
+        "flops_linear": np.array([linear_flops(int(size), f, dv) for size in ns], dtype=np.float64),
+        "bytes_softmax": np.array([itemsize * flow["held_quadratic"] for flow in flows], dtype=np.float64),
+        "bytes_linear": np.array([itemsize * flow["held_linear"] for flow in flows], dtype=np.float64),
+        "crossover_n": crossover_n,
+        "ratio": n / crossover_n,
+    }
+
+
+def all_panels(mode: str, n: int, d: int, m: int, causal: bool, seed: int, scale: float = DEFAULT_SCALE) -> dict:
+    """{"weights": ..., "flow": ..., "complexity": ...} for one setting of the controls."""
+    return {
+        "weights": weights_panel(mode, n, d, m, causal, seed, scale),
+        "flow": flow_panel(mode, n, d, m, causal),
+        "complexity": complexity_panel(mode, n, d, m, causal),
+    }

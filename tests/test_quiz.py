@@ -1,0 +1,365 @@
+"""course_lib.quiz and exercise ex08: sealed keys, grading of every wrong answer, no key in student files, rendering.
+
+The plaintext key lives in solutions/quiz_key.json (instructor side); these tests
+read it to know the right answers, and check that no student-visible file shows them.
+"""
+
+import base64
+import csv
+import hashlib
+import html
+import itertools
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_lib.grading import grade, load_exercise
+from course_lib.quiz import QUESTIONS, Quiz, question, show
+from course_lib.quiz import keys, render, seal
+from course_lib.quiz.widget import QuestionWidget
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY_FILE = ROOT / "solutions" / "quiz_key.json"
+KEY = json.loads(KEY_FILE.read_text(encoding="utf-8"))
+ANSWERS = {qid: entry["answer"] for qid, entry in KEY.items()}
+EXERCISE = "ex08_interview_quiz"
+STUDENT_FOLDERS = ("exercises", "notebooks", "course_lib")
+
+
+def failed(result) -> set[str]:
+    return {test.name for test in result.tests if not test.passed}
+
+
+# --- keys: canonical answers, salted hashes, sealed explanations ------------------------------
+
+
+@pytest.mark.parametrize("answer", ["ABD", "DBA", "a, b d", {"A", "B", "D"}, ["d", "a", "b"], "ABDA"])
+def test_canonical_answer_ignores_order_case_separators_and_repeats(answer):
+    assert keys.canonical_answer(answer, letters="ABCD", multiple=True) == "ABD"
+
+
+@pytest.mark.parametrize(
+    ("answer", "multiple", "message"),
+    [
+        ("E", True, "answer must use the options A, B, C, D; got 'E'"),
+        ({"AB"}, True, "got 'AB'"),
+        ("", True, "answer is empty"),
+        (" , ", False, "answer is empty"),
+        ("AB", False, "answer must be one letter (single choice), got 'AB'"),
+        (3, False, "answer must be a string of letters or a set of letters, got int"),
+    ],
+)
+def test_malformed_answers_raise_naming_the_problem(answer, multiple, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        keys.canonical_answer(answer, letters="ABCD", multiple=multiple)
+
+
+def test_question_errors_name_the_question():
+    with pytest.raises(ValueError, match=r"^Q1: answer must be one letter"):
+        question("Q1").canonical("AB")
+    with pytest.raises(ValueError, match="unknown question id 'Q11'; known: Q1, Q2"):
+        question("Q11")
+
+
+def test_hash_is_salted_and_bound_to_the_question():
+    assert keys.answer_hash("Q1", "B") != keys.answer_hash("Q2", "B")  # same answer, another question
+    assert keys.answer_hash("Q1", "B") == keys.answer_hash("Q1", "B")
+    unsalted = {hashlib.sha256(text.encode()).hexdigest() for text in ("B", "Q1B", "Q1:B", "Q1\0B")}
+    assert keys.answer_hash("Q1", "B") not in unsalted
+
+
+def test_seal_round_trips_only_with_the_right_answer():
+    text = "B. Every query meets every key: " * 5
+    sealed = keys.seal("Q1", "B", text)
+    assert keys.unseal("Q1", "B", sealed) == text
+    assert text not in sealed and "Every query" not in sealed
+    for other_id, other_answer in (("Q1", "C"), ("Q2", "B")):
+        try:
+            assert keys.unseal(other_id, other_answer, sealed) != text
+        except ValueError:
+            pass  # noise that is not even UTF-8
+
+
+def test_keystream_is_not_the_public_hash():
+    """Were the keystream's first block the stored hash, the hash would decrypt the explanation."""
+    text = "x" * 64
+    stream = bytes(a ^ b for a, b in zip(base64.b64decode(keys.seal("Q1", "B", text)), text.encode()))
+    assert stream[:32] != bytes.fromhex(keys.answer_hash("Q1", "B"))
+
+
+def test_candidates_count_every_possible_answer():
+    assert keys.candidates("ABCD", multiple=False) == ["A", "B", "C", "D"]
+    multiple = keys.candidates("ABCD", multiple=True)
+    assert len(multiple) == len(set(multiple)) == 15 and multiple[0] == "A" and multiple[-1] == "ABCD"
+
+
+def test_sealed_module_is_up_to_date_with_the_plaintext_key(capsys):
+    assert seal.main(["--key", str(KEY_FILE), "--check"]) == 0
+    assert "is up to date" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("q", QUESTIONS, ids=lambda q: q.id)
+def test_every_question_reveals_its_key_and_explanation(q):
+    assert q.reveal() == (q.canonical(KEY[q.id]["answer"]), KEY[q.id]["explanation"])
+    assert q.is_correct(KEY[q.id]["answer"])
+    assert "notebooks/" in KEY[q.id]["explanation"]  # each explanation points to a notebook
+
+
+def test_sealing_rejects_a_bad_key_and_notices_a_changed_one(tmp_path, capsys):
+    with pytest.raises(ValueError, match="key must answer exactly Q1, "):
+        seal.sealed_source({"Q1": KEY["Q1"]})
+    with pytest.raises(ValueError, match="^Q1: answer must be one letter"):
+        seal.sealed_source({**KEY, "Q1": {**KEY["Q1"], "answer": "BC"}})
+    changed = tmp_path / "key.json"
+    changed.write_text(json.dumps({**KEY, "Q1": {**KEY["Q1"], "explanation": "edited"}}), encoding="utf-8")
+    assert seal.main(["--key", str(changed), "--check"]) == 1
+    assert "out of date" in capsys.readouterr().out
+
+
+# --- grading: the key scores 10, every other answer to a question costs its point ------------
+
+
+def test_the_key_scores_full_marks_in_any_form():
+    assert grade(EXERCISE, lambda: ANSWERS, isolated=False).score == 10
+    shuffled = {qid: set(answer.lower()) for qid, answer in ANSWERS.items()}
+    assert grade(EXERCISE, lambda: shuffled, isolated=False).score == 10
+
+
+def _wrong_answers():
+    for q in QUESTIONS:
+        for answer in keys.candidates(q.letters, multiple=q.multiple):
+            if answer != ANSWERS[q.id]:
+                yield pytest.param(q.id, answer, id=f"{q.id}-{answer}")
+
+
+@pytest.mark.parametrize(("question_id", "answer"), list(_wrong_answers()))
+def test_every_wrong_answer_loses_exactly_that_questions_point(question_id, answer):
+    result = grade(EXERCISE, lambda: {**ANSWERS, question_id: answer}, isolated=False)
+    assert result.score == 9 and failed(result) == {question_id.lower()}
+    assert ANSWERS[question_id] not in next(t.feedback for t in result.tests if not t.passed).split()
+
+
+def _near_misses():
+    """Multiple choice: the key less one letter, the key plus one letter, a single wrong letter."""
+    for q in (q for q in QUESTIONS if q.multiple):
+        key = ANSWERS[q.id]
+        for letter in key:
+            yield pytest.param(q.id, key.replace(letter, ""), id=f"{q.id}-missing-{letter}")
+        for letter in sorted(set(q.letters) - set(key)):
+            yield pytest.param(q.id, key + letter, id=f"{q.id}-extra-{letter}")
+            yield pytest.param(q.id, letter, id=f"{q.id}-only-{letter}")
+
+
+@pytest.mark.parametrize(("question_id", "answer"), list(_near_misses()))
+def test_missing_or_extra_letters_in_multiple_choice_lose_the_point(question_id, answer):
+    result = grade(EXERCISE, lambda: {**ANSWERS, question_id: answer}, isolated=False)
+    assert result.score == 9 and failed(result) == {question_id.lower()}
+
+
+@pytest.mark.parametrize(
+    ("answers", "failing", "says"),
+    [
+        ({qid: a for qid, a in ANSWERS.items() if qid != "Q4"}, {"q4"}, "quiz_answers() has no answer for Q4"),
+        ({**ANSWERS, "Q5": "E"}, {"q5"}, "Q5: answer must use the options A, B, C, D; got 'E'"),
+        ({**ANSWERS, "Q1": "AB"}, {"q1"}, "Q1: answer must be one letter (single choice), got 'AB'"),
+        ("B" * 10, {f"q{i}" for i in range(1, 11)}, "quiz_answers() must return a dict like"),
+    ],
+    ids=["missing-question", "unknown-letter", "two-letters-for-single-choice", "not-a-dict"],
+)
+def test_malformed_submissions_are_feedback(answers, failing, says):
+    result = grade(EXERCISE, lambda: answers, isolated=False)
+    assert failed(result) == failing and result.score == 10 - len(failing)
+    assert all(says in t.feedback for t in result.tests if not t.passed)
+
+
+# --- the key is not readable from the student files ------------------------------------------
+
+
+def _strings(node) -> list[str]:
+    """Every string in a parsed JSON document (a notebook's sources and outputs)."""
+    if isinstance(node, str):
+        return [node]
+    items = node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
+    return [text for item in items for text in _strings(item)]
+
+
+def _student_texts() -> dict[str, str]:
+    texts = {}
+    for folder in STUDENT_FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*")):
+            if ".ipynb_checkpoints" in path.parts or "__pycache__" in path.parts or not path.is_file():
+                continue
+            if path.suffix == ".ipynb":
+                texts[str(path.relative_to(ROOT))] = "\n".join(_strings(json.loads(path.read_text(encoding="utf-8"))))
+            elif path.suffix in (".py", ".md", ".txt", ".json"):
+                texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    return texts
+
+
+def test_student_files_include_the_quiz_files():
+    texts = _student_texts()
+    quiz_files = ["notebooks/10_interview_quiz.ipynb", "exercises/ex08_interview_quiz.ipynb"]
+    for name in [*quiz_files, "course_lib/quiz/sealed.py"]:
+        assert name in texts, f"{name} is not scanned"
+
+
+def test_no_explanation_sentence_appears_in_student_files():
+    sentences = [
+        sentence
+        for entry in KEY.values()
+        for sentence in re.split(r"(?<=[.;])\s+", entry["explanation"])
+        if len(sentence) >= 40 and not sentence.startswith("See ")
+    ]
+    assert len(sentences) >= 30
+    for name, text in _student_texts().items():
+        leaked = [s for s in sentences if s in text]
+        assert not leaked, f"{name} shows the explanation sentence {leaked[0]!r}"
+
+
+def test_no_answer_key_appears_in_student_files():
+    patterns = [
+        re.compile(rf"\b{qid}\b[\"']?\s*[:=,]\s*[\"']?{''.join(order)}\b")
+        for qid, answer in ANSWERS.items()
+        for order in itertools.permutations(answer)
+    ]
+    assert patterns[0].search('"Q1": "B"') and patterns[0].search("Q1 = B")  # the patterns do find a key
+    for name, text in _student_texts().items():
+        for pattern in patterns:
+            assert not pattern.search(text), f"{name} shows the key: {pattern.search(text).group()!r}"
+
+
+def test_exercise_notebook_has_no_model_answers():
+    text = "\n".join(_strings(json.loads((ROOT / "exercises" / f"{EXERCISE}.ipynb").read_text(encoding="utf-8"))))
+    solution = nbformat.read(ROOT / "solutions" / f"{EXERCISE}.ipynb", as_version=4)
+    model_cells = [c for c in solution.cells if "solution-only" in c.metadata.get("tags", [])]
+    assert len(model_cells) >= 4 and all(c.source not in text for c in model_cells)
+    assert text.count("**Your answer:**") == 3 and "Model answer" not in text
+
+
+# --- the session and rendering -----------------------------------------------------------------
+
+
+def test_quiz_records_the_first_answer_and_explains_every_answer():
+    quiz = Quiz()
+    wrong = "A" if ANSWERS["Q1"] != "A" else "C"
+    first = quiz.answer("Q1", wrong.lower())
+    assert (first.correct, first.recorded, first.answer) == (False, True, wrong)
+    assert first.explanation == KEY["Q1"]["explanation"] and f"the key is {ANSWERS['Q1']}" in first.text()
+    second = quiz.answer("Q1", ANSWERS["Q1"])
+    assert (second.correct, second.recorded, second.first_answer) == (True, False, wrong)
+    assert f"Your first answer, {wrong}, is the one recorded" in str(second)
+    assert quiz.first_answers == {"Q1": wrong}
+    with pytest.raises(ValueError, match="^Q2: answer must use the options"):
+        quiz.answer("Q2", "Z")
+    with pytest.raises(ValueError, match="question_id must be one of Q1, Q2"):
+        quiz.answer("Q0", "A")
+    assert "Q2" not in quiz.first_answers  # a malformed answer is not recorded
+
+
+def test_answers_code_defines_the_graded_function():
+    quiz = Quiz()
+    for qid, answer in ANSWERS.items():
+        quiz.answer(qid, answer)
+    namespace = {}
+    exec(quiz.answers_code(), namespace)
+    assert namespace["quiz_answers"]() == ANSWERS
+    assert grade(EXERCISE, namespace["quiz_answers"], isolated=False).score == 10
+    partial = Quiz()
+    partial.answer("Q3", "A")
+    assert partial.answers_code() == (
+        "def quiz_answers():\n    # not answered yet: Q1, Q2, Q4, Q5, Q6, Q7, Q8, Q9, Q10\n    return {'Q3': 'A'}"
+    )
+
+
+def test_text_mode_prints_every_question_and_how_to_answer(capsys):
+    assert not render.in_kernel()
+    quiz = show()  # auto: no kernel here, so text
+    out = capsys.readouterr().out
+    for q in QUESTIONS:
+        assert q.text() in out
+    assert "  A. O(N·d)" in out and 'quiz.answer("Q1", "A")' in out
+    assert quiz.first_answers == {}
+
+
+def test_show_in_widget_mode_displays_one_widget_per_question(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    quiz = show(mode="widget")
+    assert [w.question.id for w in shown] == [q.id for q in QUESTIONS]
+    assert all(isinstance(w, QuestionWidget) and w.quiz is quiz for w in shown)
+    with pytest.raises(ValueError, match="mode must be one of auto, widget, text, got 'html'"):
+        show(mode="html")
+
+
+def test_widget_single_choice_check_gives_feedback_and_reveals_the_explanation():
+    q, quiz = question("Q1"), Quiz()
+    widget = QuestionWidget(q, quiz)
+    widget.button.click()
+    assert "Pick an option first" in widget.feedback.value and quiz.first_answers == {}
+    wrong = next(letter for letter in q.letters if letter != ANSWERS["Q1"])
+    widget.select(wrong)
+    widget.button.click()
+    assert quiz.first_answers == {"Q1": wrong}
+    assert "firebrick" in widget.feedback.value and f"{wrong} is not correct" in widget.feedback.value
+    assert html.escape(KEY["Q1"]["explanation"].split(". ")[1]) in widget.feedback.value
+    widget.select(ANSWERS["Q1"])
+    widget.button.click()
+    assert "green" in widget.feedback.value and "is the one recorded for grading" in widget.feedback.value
+    assert quiz.first_answers == {"Q1": wrong}
+
+
+def test_widget_multiple_choice_uses_check_boxes():
+    q, quiz = question("Q2"), Quiz()
+    widget = QuestionWidget(q, quiz)
+    assert len(widget.choices) == 4
+    widget.choices[q.letters.index(ANSWERS["Q2"][-1])].value = True
+    widget.choices[q.letters.index(ANSWERS["Q2"][0])].value = True
+    assert widget.selected() == "".join(sorted({ANSWERS["Q2"][0], ANSWERS["Q2"][-1]}))
+    widget.select(ANSWERS["Q2"][::-1])
+    assert widget.selected() == ANSWERS["Q2"]
+    widget.button.click()
+    assert f"{ANSWERS['Q2']} is correct" in widget.feedback.value and quiz.first_answers == {"Q2": ANSWERS["Q2"]}
+
+
+def test_widget_falls_back_to_the_question_text_in_static_views():
+    bundle = QuestionWidget(question("Q7"), Quiz())._repr_mimebundle_()
+    assert bundle["text/plain"] == question("Q7").text()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+# --- batch grading of the notebooks -----------------------------------------------------------
+
+
+def test_grade_command_gives_the_solution_full_marks_and_the_stub_zero(tmp_path):
+    shutil.copy(ROOT / "solutions" / f"{EXERCISE}.ipynb", tmp_path / "alice.ipynb")
+    shutil.copy(ROOT / "exercises" / f"{EXERCISE}.ipynb", tmp_path / "bob.ipynb")
+    scores = tmp_path / "scores.csv"
+    command = [sys.executable, "-m", "course_lib.grade", str(tmp_path), "--csv", str(scores)]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    with scores.open(newline="", encoding="utf-8") as file:
+        rows = {Path(row["file"]).name: row for row in csv.DictReader(file)}
+    assert (rows["alice.ipynb"]["exercise"], rows["alice.ipynb"]["score"], rows["alice.ipynb"]["max_score"]) == (
+        EXERCISE, "10", "10"
+    )
+    assert rows["alice.ipynb"]["notes"] == ""
+    assert (rows["bob.ipynb"]["score"], rows["bob.ipynb"]["max_score"]) == ("0", "10")
+    assert rows["bob.ipynb"]["notes"].startswith("failed q1, q2, q3, q4, q5, q6, q7, q8, q9, q10")
+
+
+def test_quiz_mutants_together_fail_every_grader_test():
+    """tests/grader_mutants.py: one wrong answer per question; each fails exactly its own question's test."""
+    from grader_mutants import MUTANTS
+
+    caught = set()
+    for mutant in MUTANTS[EXERCISE]:
+        result = grade(EXERCISE, mutant.fn, isolated=False)
+        assert failed(result) == mutant.targets, mutant.name
+        caught |= failed(result)
+    assert caught == {test.name for test in load_exercise(EXERCISE).tests}
