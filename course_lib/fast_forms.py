@@ -41,10 +41,11 @@ def augmented_width(dv: int) -> int:
     return -(-(dv + 1) // 8) * 8
 
 
-def augment_values(v: torch.Tensor, rows: int) -> torch.Tensor:
-    """v̂ = [v | 1 | 0…]: [..., m, dv] -> [..., rows, w], rows ≥ m (rows past m are zero: padding)."""
+def augment_values(v: torch.Tensor, rows: int, width: int | None = None) -> torch.Tensor:
+    """v̂ = [v | 1 | 0…]: [..., m, dv] -> [..., rows, width], rows ≥ m (rows past m are zero: padding);
+    width defaults to ``augmented_width(dv)``."""
     m, dv = v.shape[-2:]
-    v_hat = v.new_zeros(*v.shape[:-2], rows, augmented_width(dv))
+    v_hat = v.new_zeros(*v.shape[:-2], rows, augmented_width(dv) if width is None else width)
     v_hat[..., :m, :dv] = v
     v_hat[..., :m, dv] = 1.0
     return v_hat

@@ -92,7 +92,7 @@ class LinearAttentionState:
         if self.decay is not None or self.ledger_hat is None:
             return self.extend(q, k, v).squeeze(-2)
         phi_q, phi_k, v_in = self._features(q, k, v)  # [..., 1, f], [..., 1, f], [..., 1, dv]
-        v_hat = augment_values(v_in, 1)[..., : v_in.shape[-1] + 1]  # [..., 1, dv+1]: [v_t | 1]
+        v_hat = augment_values(v_in, 1, v_in.shape[-1] + 1)  # [..., 1, dv+1]: [v_t | 1]
         ledger_hat = self.ledger_hat + phi_k.transpose(-2, -1) @ v_hat  # [..., f, dv+1]
         out_hat = phi_q @ ledger_hat  # [..., 1, dv+1]
         return self._commit(ledger_hat, out_hat[..., :-1], out_hat[..., -1], v.dtype).squeeze(-2)

@@ -12,6 +12,8 @@ import torch
 
 from course_lib.grading.core import GradingFailure
 
+EXACT = {"atol": 1e-10, "rtol": 1e-10}  # float64 answers that must agree to rounding (every exercise's default)
+
 
 def make_qkv(
     *,

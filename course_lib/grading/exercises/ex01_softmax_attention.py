@@ -8,13 +8,12 @@ in float64 with tolerance 1e-10 (any correct float64 implementation lands within
 import torch
 
 from course_lib.attention import softmax_attention
-from course_lib.grading.checks import answers, call, compare, compare_batched, expect_output, make_qkv
+from course_lib.grading.checks import EXACT, answers, call, compare, compare_batched, expect_output, make_qkv
 from course_lib.grading.core import GradingFailure, grader_test
 
 FUNCTION_NAME = "softmax_attention"
 TITLE = "Softmax attention: every student asks every window"
 
-EXACT = {"atol": 1e-10, "rtol": 1e-10}
 VALUES_HINT = "did you scale the scores by 1/sqrt(d) and take the softmax over the keys (the last axis)?"
 CAUSAL_HINT = "with causal=True query i sees keys j <= i only: set the scores with j > i to -inf (keep the diagonal)"
 

@@ -8,13 +8,12 @@ exist, ``course_lib.attention.linear_attention`` in float32 (see that test).
 import torch
 
 from course_lib.attention import kernel_attention, linear_attention
-from course_lib.grading.checks import answers, call, compare, compare_batched, expect_output, make_qkv
+from course_lib.grading.checks import EXACT, answers, call, compare, compare_batched, expect_output, make_qkv
 from course_lib.grading.core import grader_test
 
 FUNCTION_NAME = "linear_attention"
 TITLE = "Linear attention: one blackboard for the whole canteen"
 
-EXACT = {"atol": 1e-10, "rtol": 1e-10}
 FORMULA_HINT = "expected out_i = φ(q_i)ᵀ(φ(K)ᵀV) / (φ(q_i)ᵀ Σ_j φ(k_j)) with φ(x) = elu(x) + 1"
 LONG_N = 2**23
 

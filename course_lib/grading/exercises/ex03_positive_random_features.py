@@ -7,14 +7,13 @@ with a CLT tolerance and ``no_overflow`` runs in float32, see their docstrings.
 
 import torch
 
-from course_lib.grading.checks import answers, call, compare, compare_batched, expect_output, expect_within_noise
+from course_lib.grading.checks import EXACT, answers, call, compare, compare_batched, expect_output, expect_within_noise
 from course_lib.grading.core import grader_test
 from course_lib.random_features import iid_gaussian, positive_random_features
 
 FUNCTION_NAME = "positive_random_features"
 TITLE = "Positive random features: m tasters score every dish"
 
-EXACT = {"atol": 1e-10, "rtol": 1e-10}
 LAYOUT = "[..., n, m]"
 FORMULA_HINT = "expected φ(x)_r = exp(ω_rᵀx − ‖x‖²/2) / √m, with ‖x‖² summed over the last axis of x"
 ONE_EXP_HINT = (

@@ -10,6 +10,7 @@ import torch
 
 from course_lib.attention import kernel_attention, linear_attention
 from course_lib.grading.checks import (
+    EXACT,
     answers,
     call,
     compare,
@@ -25,7 +26,6 @@ from course_lib.grading.core import GradingFailure, grader_test
 FUNCTION_NAME = "causal_linear_attention"
 TITLE = "Causal linear attention: the ledger carried down the line"
 
-EXACT = {"atol": 1e-10, "rtol": 1e-10}
 FORMULA_HINT = (
     "expected o_i = φ(q_i)ᵀS_i / φ(q_i)ᵀz_i "
     "with S_i = Σ_{j≤i} φ(k_j)v_jᵀ, z_i = Σ_{j≤i} φ(k_j), φ = elu + 1"

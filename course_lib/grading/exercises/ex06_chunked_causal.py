@@ -11,6 +11,7 @@ import torch
 
 from course_lib.attention import linear_attention
 from course_lib.grading.checks import (
+    EXACT,
     answers,
     call,
     compare,
@@ -27,7 +28,6 @@ from course_lib.grading.exercises.ex05_causal_linear_attention import long_input
 FUNCTION_NAME = "chunked_causal_linear_attention"
 TITLE = "Chunked causal linear attention: the ledger updated once per table"
 
-EXACT = {"atol": 1e-10, "rtol": 1e-10}
 LONG_N = 2**18
 BLOCK_HINT = (
     "in each chunk: tril(Qc Kcᵀ) (diagonal kept) times Vc, plus Qc times the ledger of the EARLIER chunks; "

@@ -7,14 +7,13 @@ tolerance 1e-10; any correct float64 rotation lands within ~1e-13 at these posit
 
 import torch
 
-from course_lib.grading.checks import answers, call, compare, compare_batched, expect_close, expect_output
+from course_lib.grading.checks import EXACT, answers, call, compare, compare_batched, expect_close, expect_output
 from course_lib.grading.core import GradingFailure, grader_test
 from course_lib.positional import rope
 
 FUNCTION_NAME = "rope"
 TITLE = "RoPE: every dish turned by its place in the queue"
 
-EXACT = {"atol": 1e-10, "rtol": 1e-10}
 LAYOUT = "[..., n, d]"
 FORMULA_HINT = (
     "expected out_2i = x_2i·cos(p·θ_i) − x_2i+1·sin(p·θ_i) and out_2i+1 = x_2i·sin(p·θ_i) + x_2i+1·cos(p·θ_i), "
