@@ -24,9 +24,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# The server's root is the repository (not notebooks/), so exercises/, solutions/, docs/ and the
+# notebooks' ../exercises/ links are reachable; JupyterLab opens 00_start_here inside it.
+# tests/test_lab.py starts the server with this same line (read through `make -n lab`).
 lab: install
 	$(BIN)/python -m ipykernel install --user --name $(KERNEL_NAME) --display-name "Linear Attention (course)"
-	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/00_start_here.ipynb
+	$(BIN)/jupyter lab --ServerApp.root_dir=. $(LAB_ARGS) notebooks/00_start_here.ipynb
 
 test: install
 	$(BIN)/python -m pytest
