@@ -3,11 +3,12 @@
 Derived in notebook 02 (the blackboard) and, for random features, notebook 03.
 """
 
+import math
 from collections.abc import Callable
 
 import torch
 
-from course_lib.validation import broadcast_batch, check_features
+from course_lib.validation import broadcast_batch, check_features, require_tensor
 
 
 FeatureMap = Callable[[torch.Tensor], torch.Tensor]
@@ -36,6 +37,25 @@ def relu(x: torch.Tensor) -> torch.Tensor:
 def identity(x: torch.Tensor) -> torch.Tensor:
     """φ(x) = x: decomposable (φ(q)ᵀφ(k) = qᵀk) but signed, so the normaliser can be 0 or negative."""
     return x
+
+
+def taylor_features(x: torch.Tensor, order: int) -> torch.Tensor:
+    """The truncated Taylor map of exp(qᵀk): φ(q)ᵀφ(k) = Σ_{p ≤ order} (qᵀk)^p / p!.
+
+    φ(x) = (1, x, x^{⊗2}/√2!, …, x^{⊗P}/√P!), the tensor powers flattened, so
+    [..., d] -> [..., 1 + d + d² + … + d^order]. For illustration (notebook 03,
+    section 1; the rank argument of notebook 03b): the size explodes with d and
+    order, and the series is inaccurate for large |qᵀk|. Differentiable.
+    """
+    require_tensor("x", x, min_dims=1)
+    if isinstance(order, bool) or not isinstance(order, int) or order < 0:
+        raise ValueError(f"order must be an int >= 0, got {order!r}")
+    power = torch.ones_like(x[..., :1])  # x^{⊗0} = 1, [..., 1]
+    blocks = [power]
+    for p in range(1, order + 1):
+        power = (power.unsqueeze(-1) * x.unsqueeze(-2)).flatten(-2)  # [..., d^p]: x^{⊗p}
+        blocks.append(power / math.sqrt(math.factorial(p)))
+    return torch.cat(blocks, dim=-1)
 
 
 FEATURE_MAPS = {"elu_plus_one": elu_plus_one, "relu": relu, "identity": identity}

@@ -60,6 +60,27 @@ def trig_random_features(x: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
     return envelope * torch.cat([projection.sin(), projection.cos()], dim=-1)
 
 
+def taster_verdicts(phi_q: torch.Tensor, phi_k: torch.Tensor, num_tasters: int) -> torch.Tensor:
+    """The m single-taster estimates Y_r whose mean is φ(q)ᵀφ(k), [..., m].
+
+    ``phi_q``, ``phi_k`` [..., f] (broadcastable) with f = m (positive features) or
+    f = 2m (trig: a sin block, then a cos block): Y_r = m Σ_{blocks} φ_r(q) φ_r(k),
+    the √m normalisation undone, so mean_r Y_r = φ(q)ᵀφ(k). Used for the Monte Carlo
+    error bars of notebook 03, section 3. Differentiable.
+    """
+    require_tensor("phi_q", phi_q, min_dims=1)
+    require_tensor("phi_k", phi_k, min_dims=1)
+    if isinstance(num_tasters, bool) or not isinstance(num_tasters, int) or num_tasters < 1:
+        raise ValueError(f"num_tasters must be a positive int, got {num_tasters!r}")
+    f = phi_q.shape[-1]
+    if phi_k.shape[-1] != f or f not in (num_tasters, 2 * num_tasters):
+        raise ValueError(
+            f"phi_q and phi_k must both have num_tasters={num_tasters} or {2 * num_tasters} features, "
+            f"got {f} and {phi_k.shape[-1]}"
+        )
+    return num_tasters * (phi_q * phi_k).unflatten(-1, (-1, num_tasters)).sum(-2)
+
+
 class PerformerFeatures:
     """FAVOR+ feature map for ``linear_attention`` and ``kernel_attention``.
 

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -56,3 +58,28 @@ def test_query_key_features_use_the_stabilised_pair_when_a_map_has_one():
     assert torch.equal(phi_q, q + 1) and torch.equal(phi_k, k + 2)
     phi_q, phi_k = query_key_features(elu_plus_one, q, k)
     assert torch.equal(phi_q, torch.ones(2, 3)) and torch.equal(phi_k, torch.ones(4, 3))
+
+
+def test_taylor_features_reproduce_the_truncated_exponential_series():
+    from course_lib.feature_maps import taylor_features
+
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(4, 3, generator=g, dtype=torch.float64), torch.randn(5, 3, generator=g, dtype=torch.float64)
+    for order in (0, 1, 2, 4):
+        series = sum((q @ k.T) ** p / math.factorial(p) for p in range(order + 1))
+        phi_q, phi_k = taylor_features(q, order), taylor_features(k, order)
+        assert phi_q.shape == (4, sum(3**p for p in range(order + 1)))
+        assert torch.allclose(phi_q @ phi_k.T, series * torch.ones(4, 5, dtype=torch.float64), rtol=1e-12, atol=1e-12)
+
+
+def test_taylor_features_refuse_bad_order_and_keep_gradients():
+    from course_lib.feature_maps import taylor_features
+
+    x = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    taylor_features(x, 3).sum().backward()
+    assert torch.isfinite(x.grad).all()
+    for bad in (-1, 2.0, True):
+        with pytest.raises(ValueError, match="order"):
+            taylor_features(x, bad)
+    with pytest.raises(ValueError, match="x"):
+        taylor_features(torch.ones(3, dtype=torch.int64), 2)

@@ -251,3 +251,31 @@ def test_features_follow_the_input_to_cuda():
     expected = linear_attention(q, k, v, features, causal=True)
     out = linear_attention(q.cuda(), k.cuda(), v.cuda(), features, causal=True)
     assert out.device.type == "cuda" and (out.cpu() - expected).abs().max() < 1e-10
+
+
+def test_taster_verdicts_average_to_the_feature_dot_product():
+    from course_lib.random_features import taster_verdicts
+
+    g = torch.Generator().manual_seed(3)
+    q, k = 0.5 * torch.randn(D, generator=g, dtype=torch.float64), 0.5 * torch.randn(D, generator=g, dtype=torch.float64)
+    omega = iid_gaussian(50, D, generator=g)
+    for features, count in ((positive_random_features, 50), (trig_random_features, 50)):
+        phi_q, phi_k = features(q, omega), features(k, omega)
+        verdicts = taster_verdicts(phi_q, phi_k, count)
+        assert verdicts.shape == (50,)
+        assert torch.allclose(verdicts.mean(), phi_q @ phi_k, rtol=1e-12, atol=0)
+    positive = taster_verdicts(positive_random_features(q, omega), positive_random_features(k, omega), 50)
+    expected = torch.exp(omega @ (q + k) - (q.pow(2).sum() + k.pow(2).sum()) / 2)
+    assert torch.allclose(positive, expected, rtol=1e-12, atol=0)
+
+
+def test_taster_verdicts_refuse_mismatched_feature_counts():
+    from course_lib.random_features import taster_verdicts
+
+    phi = torch.ones(6, dtype=torch.float64)
+    with pytest.raises(ValueError, match="num_tasters=4"):
+        taster_verdicts(phi, phi, 4)
+    with pytest.raises(ValueError, match="num_tasters"):
+        taster_verdicts(phi, phi, 0)
+    with pytest.raises(ValueError, match="got 6 and 3"):
+        taster_verdicts(phi, torch.ones(3, dtype=torch.float64), 3)
