@@ -5,6 +5,10 @@ SM(x, y) = exp(xᵀy) is estimated by φ(x)ᵀφ(y) with m tasters ω_r ~ N(0, I
 error is their variance; Choromanski et al. (2021), Lemma 2 and Theorem 2, give it.
 Throughout, x and y are [..., d] (broadcastable) and every function returns [...],
 with s = ‖x + y‖², t = ‖x − y‖² and c = (‖x‖² + ‖y‖²)/2.
+
+The *normalised* attention output, a ratio of two such unbiased estimates, is biased:
+``ratio_bias_delta`` and ``ratio_variance_delta`` give its O(1/m) bias and variance by the
+delta method (notebook 06, "The normalised output is biased").
 """
 
 import math
@@ -121,3 +125,53 @@ def fixed_length_kernel(x: torch.Tensor, y: torch.Tensor, length: float) -> torc
         raise ValueError(f"length must be a finite number > 0, got {length!r}")
     s, c = _squared_norms(x, y)
     return torch.exp(-c) * _hypergeometric((), (d / 2,), length**2 * s / 4)
+
+
+def _ratio_moments(
+    query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(C, b, o, D) for one query [d], keys [n, d], values [n, dv], positive iid tasters.
+
+    C_ij = Cov(Y_i, Y_j) for one taster's verdicts Y_j = exp(ωᵀ(q + k_j) − (‖q‖² + ‖k_j‖²)/2):
+    E[Y_i Y_j] = exp(‖2q + k_i + k_j‖²/2 − ‖q‖² − (‖k_i‖² + ‖k_j‖²)/2) (Gaussian MGF), minus
+    SM_i SM_j. b = Σ_j SM_j, o = Σ_j SM_j v_j / b (the softmax output), D = values − o [n, dv].
+    """
+    require_tensor("query", query, min_dims=1)
+    require_tensor("keys", keys, min_dims=2)
+    require_tensor("values", values, min_dims=2)
+    if query.dim() != 1 or keys.dim() != 2 or keys.shape[-1] != query.shape[-1]:
+        got = f"{tuple(query.shape)} and {tuple(keys.shape)}"
+        raise ValueError(f"query must be [d] and keys [n, d] with the same d, got {got}")
+    if values.dim() != 2 or values.shape[0] != keys.shape[0]:
+        raise ValueError(f"values must be [n, dv] with n = {keys.shape[0]} rows, got {tuple(values.shape)}")
+    kernel = softmax_kernel(query, keys)  # [n]
+    sums = 2 * query + keys[:, None, :] + keys[None, :, :]  # [n, n, d]
+    norms = keys.pow(2).sum(-1)  # [n]
+    log_second = sums.pow(2).sum(-1) / 2 - query.pow(2).sum() - (norms[:, None] + norms[None, :]) / 2
+    covariance = torch.exp(log_second) - kernel[:, None] * kernel[None, :]  # [n, n]
+    b = kernel.sum()
+    output = kernel @ values / b  # [dv]
+    return covariance, b, output, values - output
+
+
+def ratio_bias_delta(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, m: int) -> torch.Tensor:
+    """Delta-method bias of the normalised FAVOR+ output (positive features, m iid tasters), [dv].
+
+    The output is A/B with A = Σ_j K̂_j v_j, B = Σ_j K̂_j, both unbiased. To second order,
+    E[A/B] − E[A]/E[B] ≈ −Cov(A, B)/E[B]² + E[A] Var(B)/E[B]³ = Σ_ij C_ij (o − v_i) / (m b²),
+    with C, b, o of ``_ratio_moments``: O(1/m). Notebook 06, "The normalised output is biased".
+    """
+    _count(m)
+    covariance, b, _, deviations = _ratio_moments(query, keys, values)
+    return -(covariance.sum(1) @ deviations) / (m * b**2)
+
+
+def ratio_variance_delta(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, m: int) -> torch.Tensor:
+    """Delta-method variance of each component of the normalised FAVOR+ output, [dv].
+
+    Var(A/B) ≈ Var(A − o B)/E[B]² = Σ_ij C_ij (v_i − o)(v_j − o) / (m b²), componentwise:
+    O(1/m), so the noise (its square root) is O(1/√m). Notebook 06.
+    """
+    _count(m)
+    covariance, b, _, deviations = _ratio_moments(query, keys, values)
+    return torch.einsum("ij,ia,ja->a", covariance, deviations, deviations) / (m * b**2)

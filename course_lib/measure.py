@@ -1,7 +1,9 @@
 """Measuring attention: wall-clock time, power-law fits, multiply counts, errors and Monte Carlo error bars.
 
 Used by notebook 01 (the N² wall), 02 (N²d against Nd²), 03 (Monte Carlo checks),
-04 and 06 (relative errors); small enough to reuse in a benchmark suite.
+04 and 06 (relative errors; notebook 06's many-redraws harness: ``pairs_with_angle``,
+``taster_sets``, ``kernel_estimates``, ``simulate_kernel_estimates``,
+``normalised_output_estimates``); small enough to reuse in a benchmark suite.
 """
 
 import math
@@ -10,6 +12,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 from torch.utils import benchmark
+
+from course_lib.random_features import iid_gaussian, orthogonal_gaussian
+from course_lib.validation import require_tensor
 
 
 def time_call(fn: Callable[[], object], *, min_run_time: float = 0.2) -> float:
@@ -132,3 +137,141 @@ def within_error_bar(
     if (torch.as_tensor(error_bar) < 0).any():
         raise ValueError("error_bar must be >= 0 everywhere (a standard error), got a negative entry")
     return (mean - truth).abs() <= num_standard_errors * error_bar
+
+
+# --- Notebook 06's Monte Carlo harness: many independent redraws of the tasters at once ---------
+
+FeatureFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+TASTER_KINDS = ("iid", "orthogonal")
+
+
+def pairs_with_angle(
+    norm_x: float | Sequence[float] | torch.Tensor,
+    norm_y: float | Sequence[float] | torch.Tensor,
+    angle: float | Sequence[float] | torch.Tensor,
+    d: int,
+    *,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """P pairs (x_p, y_p) with ‖x_p‖ = norm_x, ‖y_p‖ = norm_y and angle(x_p, y_p) = angle (radians).
+
+    Each pair is randomly oriented in R^d (d ≥ 2): x = ‖x‖ u, y = ‖y‖ (cos θ u + sin θ w) with u
+    uniform on the sphere and w a unit vector orthogonal to u. Returns x, y [P, d] float64 on the
+    CPU, P = the broadcast length of the three arguments. Random-feature estimates of exp(xᵀy)
+    depend on a pair only through these three numbers (notebook 06, "Tools"). Not differentiable
+    in the arguments (they are converted to float64 constants).
+    """
+    _positive_ints(d=d)
+    if d < 2:
+        raise ValueError(f"d must be >= 2 to hold a pair at an angle, got {d}")
+    columns = [torch.as_tensor(a, dtype=torch.float64).reshape(-1) for a in (norm_x, norm_y, angle)]
+    norm_x, norm_y, angle = (c[:, None] for c in torch.broadcast_tensors(*columns))  # [P, 1] each
+    if not (norm_x >= 0).all() or not (norm_y >= 0).all():
+        raise ValueError(f"norm_x and norm_y must be >= 0, got {norm_x.flatten()} and {norm_y.flatten()}")
+    u, w = torch.randn(2, angle.shape[0], d, generator=generator, dtype=torch.float64)  # [P, d] each
+    u = u / u.norm(dim=-1, keepdim=True)
+    w = w - (w * u).sum(-1, keepdim=True) * u  # orthogonal to u
+    w = w / w.norm(dim=-1, keepdim=True)
+    return norm_x * u, norm_y * (angle.cos() * u + angle.sin() * w)
+
+
+def taster_sets(
+    sets: int, m: int, d: int, *, kind: str = "iid", generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """``sets`` independent sets of m tasters ω ~ N(0, I_d), stacked: [sets·m, d] float64 on the CPU.
+
+    Set s is rows s·m … (s + 1)·m − 1. ``kind="iid"``: every row independent
+    (``iid_gaussian``). ``kind="orthogonal"``: each set is the first m ≤ d rows of its own
+    orthogonal block (``orthogonal_gaussian``), so sets are independent of each other.
+    """
+    _positive_ints(sets=sets, m=m, d=d)
+    if kind == "iid":
+        return iid_gaussian(sets * m, d, generator=generator)
+    if kind != "orthogonal":
+        raise ValueError(f"kind must be one of {TASTER_KINDS}, got {kind!r}")
+    if m > d:
+        raise ValueError(f"orthogonal sets hold m <= d tasters (one block), got m={m} and d={d}")
+    blocks = orthogonal_gaussian(sets * d, d, generator=generator).unflatten(0, (sets, d))
+    return blocks[:, :m].flatten(0, 1)  # [sets·m, d]
+
+
+def kernel_estimates(
+    features: FeatureFn, x: torch.Tensor, y: torch.Tensor, omega: torch.Tensor, redraws: int
+) -> torch.Tensor:
+    """φ(x_p)ᵀφ(y_p) for every pair p and every set of tasters stacked in omega: [P, redraws].
+
+    x, y [P, d]; omega [redraws·m, d], set s = rows s·m … (s + 1)·m − 1 (``taster_sets``).
+    ``features(x, omega)`` is ``positive_random_features`` or ``trig_random_features``: it
+    divides by √(rows) = √(redraws·m), so a set's sum of products carries 1/(redraws·m), and
+    multiplying by ``redraws`` restores the set's own 1/m. Differentiable in x and y.
+    """
+    for name, value in (("x", x), ("y", y)):
+        require_tensor(name, value, min_dims=2)
+    require_tensor("omega", omega, min_dims=2)
+    _positive_ints(redraws=redraws)
+    if x.shape != y.shape or x.dim() != 2 or x.shape[-1] != omega.shape[-1]:
+        shapes = f"{tuple(x.shape)}, {tuple(y.shape)} and omega {tuple(omega.shape)}"
+        raise ValueError(f"x and y must both be [P, d] with omega [rows, d], got {shapes}")
+    if omega.shape[0] % redraws:
+        raise ValueError(f"omega's {omega.shape[0]} rows must split into redraws={redraws} equal sets")
+    m = omega.shape[0] // redraws
+    products = features(x, omega) * features(y, omega)  # [P, F·redraws·m], F = 1 or 2 (sin | cos)
+    return products.unflatten(-1, (-1, redraws, m)).sum((-3, -1)) * redraws
+
+
+def simulate_kernel_estimates(
+    features: FeatureFn,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    m: int,
+    redraws: int,
+    *,
+    kind: str = "iid",
+    generator: torch.Generator | None = None,
+    rows_per_chunk: int = 2**16,
+) -> torch.Tensor:
+    """``redraws`` independent estimates of exp(x_pᵀy_p) with m tasters each: [P, redraws].
+
+    Tasters are drawn on the CPU (``taster_sets(..., kind=kind)``, seeded by ``generator``),
+    moved to x's device and dtype, and evaluated by ``kernel_estimates`` in chunks of about
+    ``rows_per_chunk`` rows, so memory stays small. Notebook 06, sections 1–2.
+    """
+    _positive_ints(m=m, redraws=redraws, rows_per_chunk=rows_per_chunk)
+    sets_per_chunk = max(1, rows_per_chunk // m)
+    chunks = []
+    for start in range(0, redraws, sets_per_chunk):
+        sets = min(sets_per_chunk, redraws - start)
+        omega = taster_sets(sets, m, x.shape[-1], kind=kind, generator=generator)
+        chunks.append(kernel_estimates(features, x, y, omega.to(x.device, x.dtype), sets))
+    return torch.cat(chunks, dim=-1)
+
+
+def normalised_output_estimates(
+    features: FeatureFn,
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    m: int,
+    redraws: int,
+    *,
+    kind: str = "iid",
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """The random-feature attention output of one query, for ``redraws`` sets of m tasters: [redraws, dv].
+
+    query [d], keys [n, d], values [n, dv]. For each set, K̂_j = φ(query)ᵀφ(k_j) (unbiased for
+    exp(queryᵀk_j)), and the output is the ratio Σ_j K̂_j v_j / Σ_j K̂_j: an estimate of the
+    softmax output that is biased at every finite m (notebook 06, "The normalised output is
+    biased"). Query and keys enter unscaled: softmax here is of queryᵀk_j.
+    """
+    require_tensor("query", query, min_dims=1)
+    require_tensor("keys", keys, min_dims=2)
+    require_tensor("values", values, min_dims=2)
+    if query.dim() != 1 or keys.dim() != 2 or keys.shape[-1] != query.shape[-1]:
+        got = f"{tuple(query.shape)} and {tuple(keys.shape)}"
+        raise ValueError(f"query must be [d] and keys [n, d] with the same d, got {got}")
+    if values.dim() != 2 or values.shape[0] != keys.shape[0]:
+        raise ValueError(f"values must be [n, dv] with n = {keys.shape[0]} rows, got {tuple(values.shape)}")
+    pairs = query.expand_as(keys)  # [n, d]: the query paired with every key
+    estimates = simulate_kernel_estimates(features, pairs, keys, m, redraws, kind=kind, generator=generator)
+    return (estimates.T @ values) / estimates.sum(0)[:, None]  # [redraws, dv]

@@ -189,3 +189,52 @@ class TestValidation:
     def test_rejects_bad_length(self, length):
         with pytest.raises(ValueError, match="length must be a finite number > 0"):
             fixed_length_kernel(self.x, self.y, length)
+
+
+# --- the normalised output: delta-method bias and variance ----------------------------------------
+
+from course_lib.estimator_theory import ratio_bias_delta, ratio_variance_delta  # noqa: E402
+from course_lib.measure import normalised_output_estimates  # noqa: E402
+
+
+def _attention_problem(seed: int = 0, scale: float = 0.15):
+    g = torch.Generator().manual_seed(seed)
+    query = scale * torch.randn(4, generator=g, dtype=torch.float64)
+    keys = scale * torch.randn(5, 4, generator=g, dtype=torch.float64)
+    return query, keys, torch.randn(5, 2, generator=g, dtype=torch.float64)
+
+
+def test_delta_method_scales_like_one_over_m():
+    query, keys, values = _attention_problem()
+    torch.testing.assert_close(ratio_bias_delta(query, keys, values, 8) * 8, ratio_bias_delta(query, keys, values, 1))
+    torch.testing.assert_close(ratio_variance_delta(query, keys, values, 8) * 8,
+                               ratio_variance_delta(query, keys, values, 1))
+
+
+def test_no_bias_and_no_noise_when_all_values_are_equal():
+    query, keys, _ = _attention_problem()
+    values = torch.ones(5, 2, dtype=torch.float64)  # every output is exactly 1: nothing to be biased
+    assert ratio_bias_delta(query, keys, values, 4).abs().max() < 1e-15
+    assert ratio_variance_delta(query, keys, values, 4).abs().max() < 1e-15
+
+
+def test_delta_method_matches_monte_carlo_at_large_m():
+    query, keys, values = _attention_problem(seed=1)
+    m, redraws = 32, 40_000
+    outs = normalised_output_estimates(positive_random_features, query, keys, values, m, redraws,
+                                       generator=torch.Generator().manual_seed(2))  # [R, dv]
+    target = torch.softmax(keys @ query, dim=0) @ values
+    mean, error_bar = mean_and_error_bar((outs - target).T)  # [dv] each: the measured bias
+    predicted = ratio_bias_delta(query, keys, values, m)
+    assert within_error_bar(mean, error_bar, predicted, num_standard_errors=TOLERANCE).all(), (mean, predicted)
+    torch.testing.assert_close(outs.var(0), ratio_variance_delta(query, keys, values, m), rtol=0.05, atol=0)
+
+
+def test_ratio_functions_refuse_bad_shapes():
+    query, keys, values = _attention_problem()
+    with pytest.raises(ValueError, match="query must be"):
+        ratio_bias_delta(query[None], keys, values, 2)
+    with pytest.raises(ValueError, match="values must be"):
+        ratio_variance_delta(query, keys, values[:3], 2)
+    with pytest.raises(ValueError, match="m \\(the number of tasters\\)"):
+        ratio_bias_delta(query, keys, values, 0)

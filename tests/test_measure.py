@@ -199,3 +199,90 @@ class TestErrorBars:
     def test_within_error_bar_rejects_negative_error_bars(self):
         with pytest.raises(ValueError, match="error_bar must be >= 0"):
             within_error_bar(torch.zeros(2), torch.tensor([0.1, -0.1]), 0.0)
+
+
+# --- notebook 06's Monte Carlo harness --------------------------------------------------------
+
+from course_lib.measure import (  # noqa: E402
+    kernel_estimates,
+    normalised_output_estimates,
+    pairs_with_angle,
+    simulate_kernel_estimates,
+    taster_sets,
+)
+from course_lib.random_features import positive_random_features, trig_random_features  # noqa: E402
+
+
+class TestMonteCarloHarness:
+    def test_pairs_have_the_asked_norms_and_angles(self):
+        x, y = pairs_with_angle([0.7, 1.2], [0.5, 0.9], [0.3, 2.0], 8, generator=torch.Generator().manual_seed(0))
+        assert x.shape == y.shape == (2, 8) and x.dtype == torch.float64
+        angles = torch.arccos((x * y).sum(-1) / (x.norm(dim=-1) * y.norm(dim=-1)))
+        torch.testing.assert_close(x.norm(dim=-1), torch.tensor([0.7, 1.2], dtype=torch.float64))
+        torch.testing.assert_close(y.norm(dim=-1), torch.tensor([0.5, 0.9], dtype=torch.float64))
+        torch.testing.assert_close(angles, torch.tensor([0.3, 2.0], dtype=torch.float64))
+
+    def test_stacked_sets_equal_sets_one_by_one(self):
+        g = torch.Generator().manual_seed(1)
+        x, y = pairs_with_angle([0.4, 0.8], [0.6, 0.3], [1.0, 2.5], 5, generator=g)
+        omega = taster_sets(3, 4, 5, generator=g)  # [12, 5]
+        for features in (positive_random_features, trig_random_features):
+            stacked = kernel_estimates(features, x, y, omega, redraws=3)  # [2, 3]
+            one_by_one = torch.stack([(features(x, s) * features(y, s)).sum(-1) for s in omega.split(4)], -1)
+            torch.testing.assert_close(stacked, one_by_one, rtol=1e-12, atol=0)
+
+    def test_orthogonal_sets_are_orthogonal_within_a_set(self):
+        omega = taster_sets(5, 3, 4, kind="orthogonal", generator=torch.Generator().manual_seed(2))
+        gram = omega.unflatten(0, (5, 3)) @ omega.unflatten(0, (5, 3)).transpose(-2, -1)  # [5, 3, 3]
+        off_diagonal = gram - torch.diag_embed(torch.diagonal(gram, dim1=-2, dim2=-1))
+        assert off_diagonal.abs().max() < 1e-12
+
+    def test_simulation_is_unbiased_and_chunking_does_not_matter(self):
+        x, y = pairs_with_angle(0.5, 0.5, 1.0, 4, generator=torch.Generator().manual_seed(3))
+        small = simulate_kernel_estimates(positive_random_features, x, y, 8, 20_000,
+                                          generator=torch.Generator().manual_seed(4), rows_per_chunk=1000)
+        large = simulate_kernel_estimates(positive_random_features, x, y, 8, 20_000,
+                                          generator=torch.Generator().manual_seed(4))
+        torch.testing.assert_close(small, large, rtol=1e-12, atol=0)
+        assert within_error_bar(*mean_and_error_bar(small), torch.exp((x * y).sum(-1))).all()
+
+    def test_normalised_output_matches_linear_attention_form(self):
+        g = torch.Generator().manual_seed(5)
+        query, keys = 0.3 * torch.randn(4, generator=g, dtype=torch.float64), 0.3 * torch.randn(6, 4, generator=g, dtype=torch.float64)
+        values = torch.randn(6, 3, generator=g, dtype=torch.float64)
+        outs = normalised_output_estimates(positive_random_features, query, keys, values, 5, 2,
+                                           generator=torch.Generator().manual_seed(6))  # [2, 3]
+        omega = taster_sets(2, 5, 4, generator=torch.Generator().manual_seed(6))
+        for s, set_omega in enumerate(omega.split(5)):
+            weights = positive_random_features(keys, set_omega) @ positive_random_features(query[None], set_omega)[0]
+            torch.testing.assert_close(outs[s], weights @ values / weights.sum(), rtol=1e-12, atol=0)
+
+    def test_normalised_output_is_differentiable(self):
+        g = torch.Generator().manual_seed(7)
+        keys = (0.3 * torch.randn(5, 4, generator=g, dtype=torch.float64)).requires_grad_()
+        outs = normalised_output_estimates(positive_random_features, torch.zeros(4, dtype=torch.float64), keys,
+                                           torch.randn(5, 2, generator=g, dtype=torch.float64), 3, 4, generator=g)
+        outs.sum().backward()
+        assert keys.grad is not None and torch.isfinite(keys.grad).all()
+
+    @pytest.mark.parametrize(
+        ("call", "message"),
+        [
+            (lambda: pairs_with_angle(1.0, 1.0, 0.5, 1), "d must be >= 2"),
+            (lambda: pairs_with_angle(-1.0, 1.0, 0.5, 3), "norm_x and norm_y must be >= 0"),
+            (lambda: taster_sets(2, 3, 4, kind="sobol"), "kind must be one of"),
+            (lambda: taster_sets(2, 5, 4, kind="orthogonal"), "m <= d"),
+            (lambda: taster_sets(0, 3, 4), "sets must be a positive int"),
+            (lambda: kernel_estimates(positive_random_features, torch.zeros(2, 3), torch.zeros(2, 3),
+                                      torch.zeros(7, 3), 2), "split into redraws=2"),
+            (lambda: kernel_estimates(positive_random_features, torch.zeros(2, 3), torch.zeros(2, 4),
+                                      torch.zeros(4, 3), 2), "x and y must both be"),
+            (lambda: normalised_output_estimates(positive_random_features, torch.zeros(3), torch.zeros(5, 3),
+                                                 torch.zeros(4, 2), 2, 2), "values must be"),
+            (lambda: normalised_output_estimates(positive_random_features, torch.zeros(1, 3),
+                                                 torch.zeros(5, 3), torch.zeros(5, 2), 2, 2), "query must be"),
+        ],
+    )
+    def test_bad_input_names_the_argument(self, call, message):
+        with pytest.raises(ValueError, match=message):
+            call()
