@@ -12,6 +12,10 @@ back in and keeps the blackboard Σ_j φ(k_j)v_jᵀ (notebook 07):
 - decay (retention): ``linear_attention(..., causal=True, decay=γ)`` weights key j by
   γ^{i−j}, ALiBi's multiplicative counterpart (the oracle ``retention_kernel_attention``
   lives in ``course_lib.retention`` and is re-exported here).
+- seed 1's two remedies: ``add_absolute_positions`` (a sinusoidal table added to q, k
+  before φ) and a causal sliding window (``window_linear_attention``, the oracle
+  ``window_kernel_attention``); ``cosformer_weights`` and ``window_weights`` are the
+  position factors that multiply φ(q_i)ᵀφ(k_j) (``retention.decay_weights`` for decay).
 
 Positions are the row indices: queries at 0..n−1, keys at 0..m−1 (causal needs n = m).
 q [..., n, d], k [..., m, d], v [..., m, dv] -> [..., n, dv], as in ``course_lib.attention``.
@@ -231,3 +235,147 @@ def cosformer_attention(
     psi_k = torch.cat((phi_k * a_k.cos(), phi_k * a_k.sin()), dim=-1)  # [..., m, 2f]
     numerator, denominator = evaluate_form(psi_q, psi_k, v, causal=causal, method=method, chunk_size=chunk_size)
     return normalise(numerator, denominator, eps)
+
+
+# --- seed 1's two remedies and the position weights of notebook 07's verdict table -------------
+
+
+def _check_count(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def sinusoidal_positions(
+    n: int, d: int, *, base: float = 10000.0, dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """The absolute sinusoidal table P [n, d] (Vaswani et al. 2017), notebook 07 §3e:
+
+        P_{p, 2i} = sin(p θ_i),   P_{p, 2i+1} = cos(p θ_i),   θ_i = base^(−2i/d),   p = 0..n−1.
+
+    Row p depends on p alone, not on any other position: ``add_absolute_positions``
+    adds it to q and k before φ. d must be even. Not differentiable (no tensor input).
+    """
+    n, d = _check_count("n", n), _check_count("d", d)
+    if d % 2:
+        raise ValueError(f"d must be even (sin and cos share each frequency), got d={d}")
+    like = torch.empty(0, dtype=dtype, device=device)
+    cos, sin = _rope_cos_sin(torch.arange(n), d // 2, _check_base(base), like)  # [n, d/2] each
+    return torch.stack((sin, cos), dim=-1).flatten(-2)  # [n, d], interleaved like rope's pairs
+
+
+def add_absolute_positions(x: torch.Tensor, *, scale: float = 1.0, base: float = 10000.0) -> torch.Tensor:
+    """x_t + scale · P_t, P = ``sinusoidal_positions``: x [..., n, d] -> [..., n, d] (notebook 07 §3e).
+
+    Seed 1's first remedy: put an absolute position into q and k *before* φ. Each row
+    gets its own shift, so φ(q_i + P_i)ᵀφ(k_j + P_j) is still one query part times one
+    key part (the blackboard and the ledger survive), and the order is seen; but the
+    score now depends on i and j, not on j − i alone (the relative property is lost).
+    """
+    require_tensor("x", x)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        raise ValueError(f"scale must be a finite number, got {scale!r}")
+    n, d = x.shape[-2:]
+    if d % 2:
+        raise ValueError(f"x's last dim must be even (sin/cos pairs), got d={d}")
+    return x + scale * sinusoidal_positions(n, d, base=base, dtype=x.dtype, device=x.device)
+
+
+def cosformer_weights(
+    n: int, m: int | None = None, *, horizon: int | None = None, causal: bool = False,
+    dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """cosFormer's position weights W_ij = cos(π(i − j)/(2M)) [n, m] (0 above the diagonal if causal).
+
+    The factor ``cosformer_kernel_attention`` multiplies φ(q_i)ᵀφ(k_j) by; M = ``horizon``
+    (default max(n, m)). Notebook 07 §3b, notebook 09 §3. Not differentiable (no tensor input).
+    """
+    n = _check_count("n", n)
+    m = n if m is None else _check_count("m", m)
+    if causal and m != n:
+        raise ValueError(f"causal weights need n = m, got n={n} and m={m}")
+    like = torch.empty(0, dtype=dtype, device=device)
+    horizon = _cosformer_horizon(n, m, horizon)
+    weights = (_angles(n, horizon, like) - _angles(m, horizon, like).T).cos()  # [n, m]
+    return weights.masked_fill(~causal_mask(n, like.device), 0.0) if causal else weights
+
+
+def _check_window(window: int) -> int:
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be a positive int (how many keys each query sees), got {window!r}")
+    return window
+
+
+def window_weights(
+    n: int, window: int, *, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """W_ij = 1 if 0 ≤ i − j < window else 0, [n, n]: a causal sliding window of ``window`` keys.
+
+    W = (causal prefix up to i) − (causal prefix up to i − window): the difference of two
+    prefix masks, which is why the ledger of ``window_linear_attention`` adds the new key
+    and subtracts the one leaving. Notebook 07 §3e. Not differentiable (no tensor input).
+    """
+    n, window = _check_count("n", n), _check_window(window)
+    offset = torch.arange(n, device=device)[:, None] - torch.arange(n, device=device)[None, :]  # i − j
+    return ((offset >= 0) & (offset < window)).to(dtype)
+
+
+def window_kernel_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, feature_map: FeatureMap = elu_plus_one, *,
+    eps: float = 0.0,
+) -> torch.Tensor:
+    """The explicit oracle of causal sliding-window linear attention, [..., n, dv]:
+
+        s_ij = φ(q_i)ᵀφ(k_j) · W_ij,   W = ``window_weights(n, window)``,   out_i = Σ_j s_ij v_j / (Σ_j s_ij + eps).
+
+    Builds the n×n matrix (n = m). window ≥ n gives plain causal linear attention.
+    """
+    check_qkv(q, k, v, causal=True)
+    eps, window = check_eps(eps), _check_window(window)
+    phi_q, phi_k = feature_pair(feature_map, q, k)
+    scores = (phi_q @ phi_k.transpose(-2, -1)) * window_weights(q.shape[-2], window, dtype=phi_q.dtype,
+                                                                device=phi_q.device)  # [..., n, n]
+    return normalise(scores @ v, scores.sum(-1), eps, in_place=True)  # in place: differentiable
+
+
+def window_linear_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, feature_map: FeatureMap = elu_plus_one, *,
+    eps: float = 0.0, method: str = "ledger",
+) -> torch.Tensor:
+    """Seed 1's second remedy, a causal sliding window of ``window`` keys, without the n×n matrix.
+
+    method="ledger": the running state with the leaving token subtracted (a Python loop),
+
+        S_i = S_{i−1} + φ(k_i)v_iᵀ − φ(k_{i−w})v_{i−w}ᵀ,   z_i = z_{i−1} + φ(k_i) − φ(k_{i−w}),
+
+    O(n·f·dv) time, but it must keep the last w keys and values to know what leaves: a
+    KV cache of w tokens next to the f×dv state. The additions and subtractions round
+    separately, so in low precision the error of S grows with n (recompute S now and then).
+    method="banded": each query reads its w keys directly, O(n·w·f) time and memory.
+    Both equal ``window_kernel_attention``; q [..., n, d], k [..., n, d], v [..., n, dv].
+    """
+    check_qkv(q, k, v, causal=True)
+    eps, window = check_eps(eps), _check_window(window)
+    if method not in ("ledger", "banded"):
+        raise ValueError(f"method must be 'ledger' or 'banded', got {method!r}")
+    q, k, v = broadcast_qkv(q, k, v)
+    phi_q, phi_k = feature_pair(feature_map, q, k)  # [..., n, f] each
+    if method == "banded":
+        w = min(window, q.shape[-2])
+        # the features (not the keys) are zero-padded in front, so the w − 1 missing keys weigh 0
+        keys = torch.nn.functional.pad(phi_k, (0, 0, w - 1, 0)).unfold(-2, w, 1)  # [..., n, f, w]
+        values = torch.nn.functional.pad(v, (0, 0, w - 1, 0)).unfold(-2, w, 1)  # [..., n, dv, w]
+        scores = (phi_q[..., :, :, None] * keys).sum(-2)  # [..., n, w]
+        return normalise((values * scores[..., None, :]).sum(-1), scores.sum(-1), eps, in_place=True)
+    S = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], v.shape[-1])  # [..., f, dv]
+    z = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1])  # [..., f]
+    numerators, denominators = [], []
+    for i in range(q.shape[-2]):
+        S, z = S + phi_k[..., i, :, None] * v[..., i, None, :], z + phi_k[..., i, :]
+        if i >= window:  # token i − w leaves the window
+            S = S - phi_k[..., i - window, :, None] * v[..., i - window, None, :]
+            z = z - phi_k[..., i - window, :]
+        numerators.append(phi_q[..., i, None, :] @ S)  # [..., 1, dv]
+        denominators.append((phi_q[..., i, :] * z).sum(-1, keepdim=True))  # [..., 1]
+    return normalise(torch.cat(numerators, dim=-2), torch.cat(denominators, dim=-1), eps, in_place=True)

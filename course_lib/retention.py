@@ -121,3 +121,21 @@ def retention_kernel_attention(
     weights = _powers(i[:, None] - i[None, :], lg, causal_mask(q.shape[-2], q.device))  # [..., n, n]: γ^{i−j}, j ≤ i
     scores = (phi_q @ phi_k.transpose(-2, -1)) * weights  # [..., n, n]
     return normalise(scores @ v, scores.sum(-1), eps)
+
+
+def decay_weights(
+    n: int, decay: float | torch.Tensor, *, dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """The decay factors W_ij = γ^{i−j} for j ≤ i, else 0: [*γ.shape, n, n] (notebook 07 §3c, 09 §3).
+
+    The position weight ``retention_kernel_attention`` multiplies φ(q_i)ᵀφ(k_j) by;
+    γ^{i−j} = γ^i · γ^{−j} is one query part times one key part. ``decay``: a number or
+    a tensor of γ in (0, 1] (one per head); differentiable in a tensor γ.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    like = torch.empty(0, dtype=dtype, device=device)
+    lg = log_decay(decay, torch.as_tensor(decay).shape, like)[..., None, None]  # [..., 1, 1]
+    i = torch.arange(n, dtype=dtype, device=like.device)
+    return _powers(i[:, None] - i[None, :], lg, causal_mask(n, like.device))  # [..., n, n]

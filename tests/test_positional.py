@@ -279,3 +279,122 @@ def test_cuda_matches_cpu(causal):
         actual = remedy(q.cuda(), k.cuda(), v.cuda(), causal=causal)
         assert actual.device.type == "cuda"
         assert (actual.cpu() - remedy(q, k, v, causal=causal)).abs().max() < 1e-10
+
+
+# --- seed 1's remedies: absolute positions before φ, a sliding window; position weights ------
+
+from course_lib.attention import kernel_attention  # noqa: E402
+from course_lib.positional import (  # noqa: E402
+    add_absolute_positions,
+    cosformer_weights,
+    sinusoidal_positions,
+    window_kernel_attention,
+    window_linear_attention,
+    window_weights,
+)
+
+
+def test_sinusoidal_table_follows_the_formula_and_shifts_each_row():
+    P = sinusoidal_positions(5, 6, base=100.0)
+    for p in range(5):
+        for i in range(3):
+            angle = p * 100.0 ** (-2 * i / 6)
+            assert abs(P[p, 2 * i] - math.sin(angle)) < 1e-15 and abs(P[p, 2 * i + 1] - math.cos(angle)) < 1e-15
+    x = torch.randn(2, 5, 6, generator=torch.Generator().manual_seed(20), dtype=torch.float64)
+    assert torch.equal(add_absolute_positions(x, base=100.0, scale=0.5), x + 0.5 * P)
+    assert sinusoidal_positions(3, 4, dtype=torch.float32).dtype == torch.float32
+
+
+def test_absolute_positions_keep_the_ledger_and_see_the_order_but_are_not_relative():
+    q, k, v = make_qkv(n=12, d=4, seed=21)
+    qa, ka = add_absolute_positions(q), add_absolute_positions(k)
+    for causal in (False, True):
+        expected = kernel_attention(qa, ka, v, causal=causal)
+        assert (linear_attention(qa, ka, v, causal=causal) - expected).abs().max() < 1e-12
+    perm = torch.randperm(12, generator=torch.Generator().manual_seed(22))
+    shuffled = linear_attention(qa, add_absolute_positions(k[perm]), v[perm])
+    assert (shuffled - linear_attention(qa, ka, v)).abs().max() > 1e-3  # the order is seen
+    same_q, same_k = add_absolute_positions(q[:1].expand(12, 4)), add_absolute_positions(k[:1].expand(12, 4))
+    scores = elu_plus_one(same_q) @ elu_plus_one(same_k).T
+    assert (scores.diagonal(1).max() - scores.diagonal(1).min()) > 1e-2  # not a function of j − i
+
+
+def test_cosformer_weights_are_the_oracles_factor():
+    q, k, v = positive_qkv(n=7, m=9, d=4, seed=23)
+    W = cosformer_weights(7, 9)
+    assert W.shape == (7, 9) and abs(W[2, 5] - math.cos(math.pi * -3 / 18)) < 1e-15
+    scores = (relu(q) @ relu(k).T) * W
+    expected = (scores @ v) / scores.sum(-1, keepdim=True)
+    assert (cosformer_kernel_attention(q, k, v) - expected).abs().max() < 1e-13
+    causal = cosformer_weights(6, causal=True, horizon=10)
+    assert torch.equal(causal, cosformer_weights(6, horizon=10).tril())
+
+
+def test_window_weights_are_a_band_of_width_w():
+    W = window_weights(6, 3)
+    for i in range(6):
+        for j in range(6):
+            assert W[i, j] == (1.0 if 0 <= i - j < 3 else 0.0)
+    assert torch.equal(window_weights(4, 9), torch.ones(4, 4, dtype=torch.float64).tril())
+
+
+@pytest.mark.parametrize("method", ["ledger", "banded"])
+@pytest.mark.parametrize("window", [1, 3, 8, 30])
+@pytest.mark.parametrize("batch", [(), (2, 3)], ids=["single", "batch"])
+def test_window_linear_attention_equals_its_oracle(method, window, batch):
+    q, k, v = make_qkv(*batch, n=11, d=4, dv=3, seed=24)
+    out = window_linear_attention(q, k, v, window, method=method)
+    assert (out - window_kernel_attention(q, k, v, window)).abs().max() < 1e-12
+
+
+def test_window_one_returns_each_value_and_a_long_window_is_plain_causal():
+    q, k, v = make_qkv(n=9, d=4, seed=25)
+    assert (window_linear_attention(q, k, v, 1) - v).abs().max() < 1e-12
+    assert (window_linear_attention(q, k, v, 9) - kernel_attention(q, k, v, causal=True)).abs().max() < 1e-12
+
+
+def test_window_sees_order_only_as_in_or_out_of_the_window():
+    q, k, v = make_qkv(n=10, d=4, seed=26)
+    inside = torch.tensor([0, 1, 2, 3, 4, 5, 9, 6, 8, 7])  # shuffles the last 4 keys among themselves
+    across = torch.tensor([9, 1, 2, 3, 4, 5, 6, 7, 8, 0])  # swaps a key in the window with one outside
+    last = window_linear_attention(q, k, v, 4)[-1]
+    assert (window_linear_attention(q, k[inside], v[inside], 4)[-1] - last).abs().max() < 1e-12
+    assert (window_linear_attention(q, k[across], v[across], 4)[-1] - last).abs().max() > 1e-3
+
+
+def test_window_does_not_leak_the_future_and_is_differentiable():
+    q, k, v = make_qkv(n=8, d=4, seed=27)
+    changed = v.clone()
+    changed[5:] += 10.0
+    for method in ("ledger", "banded"):
+        before, after = window_linear_attention(q, k, v, 3, method=method), window_linear_attention(
+            q, k, changed, 3, method=method)
+        assert torch.equal(before[:5], after[:5])
+    for fn in (window_kernel_attention, window_linear_attention):
+        q.grad = None
+        fn(q.requires_grad_(True), k, v, 3).sum().backward()
+        assert q.grad is not None and torch.isfinite(q.grad).all()
+    banded = window_linear_attention(q, k, v, 3, method="banded").sum()
+    assert torch.autograd.grad(banded, q)[0].isfinite().all()
+
+
+def test_new_position_functions_refuse_bad_arguments():
+    q, k, v = make_qkv(n=4, d=4, seed=28)
+    with pytest.raises(ValueError, match="window must be a positive int .* got 0"):
+        window_linear_attention(q, k, v, 0)
+    with pytest.raises(ValueError, match="window must be a positive int .* got 2.5"):
+        window_kernel_attention(q, k, v, 2.5)
+    with pytest.raises(ValueError, match="method must be 'ledger' or 'banded', got 'fast'"):
+        window_linear_attention(q, k, v, 2, method="fast")
+    with pytest.raises(ValueError, match="q and k need the same length"):
+        window_linear_attention(q, k[:3], v[:3], 2)
+    with pytest.raises(ValueError, match="d must be even .* got d=3"):
+        sinusoidal_positions(4, 3)
+    with pytest.raises(ValueError, match="n must be a positive int, got 0"):
+        cosformer_weights(0)
+    with pytest.raises(ValueError, match="causal weights need n = m, got n=3 and m=4"):
+        cosformer_weights(3, 4, causal=True)
+    with pytest.raises(ValueError, match="x's last dim must be even"):
+        add_absolute_positions(torch.zeros(3, 5))
+    with pytest.raises(ValueError, match="scale must be a finite number"):
+        add_absolute_positions(q, scale=float("nan"))

@@ -104,3 +104,25 @@ def test_bad_decay_is_refused(decay, message):
 def test_decay_needs_causal_and_a_form_that_can_fade(kwargs):
     with pytest.raises(ValueError, match="decay weights the past by"):
         linear_attention(*make_qkv(n=5, d=4), decay=0.9, **kwargs)
+
+
+def test_decay_weights_are_the_oracles_factor():
+    from course_lib.retention import decay_weights
+
+    W = decay_weights(5, 0.7)
+    i = torch.arange(5)
+    expected = torch.where(i[:, None] >= i[None, :], 0.7 ** (i[:, None] - i[None, :]).double(), 0.0)
+    assert (W - expected).abs().max() < 1e-15
+    q, k, v = make_qkv(n=5, d=3)
+    phi_q, phi_k = torch.nn.functional.elu(q) + 1, torch.nn.functional.elu(k) + 1
+    scores = (phi_q @ phi_k.T) * W
+    assert (retention_kernel_attention(q, k, v, 0.7) - (scores @ v) / scores.sum(-1, keepdim=True)).abs().max() < 1e-14
+    gamma = DECAYS["per_head"].clone().requires_grad_(True)
+    per_head = decay_weights(4, gamma)
+    assert per_head.shape == (3, 4, 4) and abs(per_head[2, 3, 0].item() - 0.5**3) < 1e-15
+    per_head.sum().backward()  # differentiable in γ
+    assert gamma.grad is not None and torch.isfinite(gamma.grad).all()
+    with pytest.raises(ValueError, match="decay must lie in"):
+        decay_weights(4, 1.5)
+    with pytest.raises(ValueError, match="n must be a positive int, got 0"):
+        decay_weights(0, 0.5)
