@@ -10,18 +10,25 @@ import subprocess
 import sys
 from dataclasses import replace
 
+import matplotlib.pyplot as plt
 import pytest
 import torch
 
+from course_lib.attention import linear_attention
 from course_lib.bench.__main__ import main
 from course_lib.bench.analysis import crossover_n, crossovers, ratio_rows, scaling
+from course_lib.bench.baselines import PlainLedger, plain_causal_linear_attention, plain_linear_attention
+from course_lib.bench.decode import decode_crossover
 from course_lib.bench.flops import chunked_flops, linear_flops, roof_for, shaped_roof_for, softmax_flops
 from course_lib.bench.kernels import PAIRINGS
 from course_lib.bench.targets import TargetInputs, evaluate_targets
 from course_lib.bench import results as bench_results
 from course_lib.bench.progress import Progress
+from course_lib.bench.plots import decode_figure, memory_figure, time_figure
+from course_lib.bench.report import device_label
 from course_lib.bench.results import load_results, results_path
-from course_lib.bench.timing import peak_memory, running_peak
+from course_lib.bench.timing import peak_memory, running_peak, spread, time_repeats
+from course_lib.state import LinearAttentionState
 
 CPU = torch.device("cpu")
 
@@ -40,8 +47,10 @@ class TestQuickRun:
         _, result, _ = quick_run
         assert set(result) == {"meta", "crossover", "decode", "targets"}
         meta = result["meta"]
-        for key in ("machine", "torch", "threads", "device", "dtype", "timestamp", "memory_method", "peers"):
+        for key in ("machine", "torch", "threads", "device", "dtype", "timestamp", "memory_method", "peers",
+                    "device_label", "wall_s"):
             assert meta[key], f"meta[{key!r}] is empty"
+        assert meta["device_label"] == device_label(meta) and "CPU" in meta["device_label"]
         assert meta["quick"] is True and meta["machine"]["cores"] >= 1
         assert result["crossover"]["settings"]["ns"] and result["decode"]["settings"]["tokens"] > 0
 
@@ -49,15 +58,22 @@ class TestQuickRun:
         _, result, _ = quick_run
         measured = [r for r in result["crossover"]["records"] if not r.get("skipped")]
         assert {r["name"] for r in measured} >= {"softmax", "sdpa", "sdpa_causal", "linear", "linear_causal_auto",
-                                                 "linear_causal_chunked", "linear_causal_recurrent"}
+                                                 "linear_causal_chunked", "linear_causal_recurrent", "plain_linear",
+                                                 "plain_linear_causal"}
+        repeats = result["crossover"]["settings"]["repeats"]
         for r in measured:
             assert 0 < r["time_s"] < math.inf and r["peak_bytes"] >= 0, r
+            assert len(r["times_s"]) == repeats and r["time_min_s"] <= r["time_s"] <= r["time_max_s"], r
+            assert (r["time_min_s"], r["time_max_s"]) == (min(r["times_s"]), max(r["times_s"])), r
             if r["route"] == "linear":
                 assert r["roof"]["fraction"] == pytest.approx(r["roof"]["time_s"] / r["time_s"])
-        for name in ("kv_cache", "ledger"):
+        for name in ("kv_cache", "ledger", "plain_ledger"):
             decoder = result["decode"][name]
             assert all(0 < s < math.inf for s in decoder["curve_s"]), name
             assert decoder["last_over_first"] == pytest.approx(decoder["median_last_s"] / decoder["median_first_s"])
+            assert decoder["q25_s"] <= decoder["median_s"] <= decoder["q75_s"], name
+        assert result["decode"]["plain_ledger"]["bytes_first"] == result["decode"]["ledger"]["bytes_first"]
+        assert set(result["decode"]["crossovers"]) == {"ledger", "plain_ledger"}
 
     def test_ratios_match_the_times(self, quick_run):
         _, result, _ = quick_run
@@ -69,6 +85,11 @@ class TestQuickRun:
             key = (row["d"], row["heads"], row["n"])
             assert row["ratio"] == pytest.approx(times[(*key, slow)] / times[(*key, fast)])
             assert row["model_ratio"] == row["n"] / row["d"]
+            assert row["ratio_min"] <= row["ratio"] <= row["ratio_max"], row
+        pairs = {row["pair"] for row in result["crossover"]["ratios"]}
+        assert {"sdpa/plain_linear", "sdpa_causal/plain_linear_causal"} <= pairs
+        for c in result["crossover"]["crossovers"]:
+            assert {"n_star_low", "n_star_high"} <= set(c), c
 
     def test_explicit_softmax_memory_holds_the_weights(self, quick_run):
         _, result, _ = quick_run
@@ -99,10 +120,26 @@ class TestQuickRun:
         assert "SKIP (quick run)" in stdout and "model N/d" in stdout
 
     def test_writes_the_plots(self, quick_run):
-        folder, _, _ = quick_run
+        folder, _, stdout = quick_run
         for suffix in ("time", "memory", "decode"):
             png = folder / f"tmp_{suffix}.png"
             assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{png.name} is not a PNG"
+        assert "[min-max]" in stdout and "t*" in stdout
+
+    def test_figures_carry_the_device_bands_and_distinct_styles(self, quick_run):
+        _, result, _ = quick_run
+        label = result["meta"]["device_label"]
+        time_fig = time_figure(result["crossover"], label)
+        assert label in time_fig._suptitle.get_text()
+        assert time_fig.axes[0].collections, "no min-max bands drawn"
+        assert any("N* (median" in t.get_text() for t in time_fig.axes[0].texts), "no crossover box"
+        memory = {line.get_label(): line for line in memory_figure(result["crossover"], label).axes[0].lines}
+        sdpa, causal = memory["sdpa"], memory["sdpa_causal"]
+        assert (sdpa.get_marker(), sdpa.get_linestyle()) != (causal.get_marker(), causal.get_linestyle())
+        decode = decode_figure(result["decode"], label)
+        assert label in decode._suptitle.get_text()
+        assert {line.get_label() for line in decode.axes[0].lines} >= {"kv_cache", "ledger", "plain_ledger"}
+        plt.close("all")
 
 
 class TestCommandLine:
@@ -249,6 +286,94 @@ class TestPeakMemory:
     def test_in_place_work_allocates_nothing(self):
         x = torch.zeros(2**20)
         assert peak_memory(lambda: x.add_(1.0), CPU) < 1024
+
+
+class TestSpread:
+    def test_repeats_and_their_spread(self):
+        x = torch.ones(64)
+        seconds = time_repeats(lambda: x.sum(), CPU, repeats=3, min_run_time=0.001)
+        assert len(seconds) == 3 and all(0 < s < 1 for s in seconds)
+        assert spread([3.0, 1.0, 2.0]) == {"time_s": 2.0, "time_min_s": 1.0, "time_max_s": 3.0,
+                                          "times_s": [3.0, 1.0, 2.0]}
+
+    def test_bad_repeats_are_refused(self):
+        with pytest.raises(ValueError, match="repeats must be a positive int, got 0"):
+            time_repeats(lambda: None, CPU, repeats=0, min_run_time=0.001)
+        with pytest.raises(ValueError, match="at least one timing"):
+            spread([])
+
+    def test_ratio_bounds_and_crossover_band(self):
+        records = []
+        for n in (100, 200, 400, 800):  # softmax/linear median ratio = n / 300, repeats within ±10 %
+            records += [{"d": 8, "heads": 1, "n": n, "name": "sdpa", "time_s": n / 300, "time_min_s": 0.9 * n / 300,
+                         "time_max_s": 1.1 * n / 300},
+                        {"d": 8, "heads": 1, "n": n, "name": "linear", "time_s": 1.0}]
+        rows = ratio_rows(records, [("sdpa", "linear")])
+        assert [r["ratio_min"] / r["ratio"] for r in rows] == pytest.approx([0.9] * 4)
+        assert [r["ratio_max"] / r["ratio"] for r in rows] == pytest.approx([1.1] * 4)
+        (c,) = crossovers(rows)
+        assert c["n_star"] == pytest.approx(300.0) and c["n_star_low"] < 300 < c["n_star_high"]
+        assert c["n_star_low"] == pytest.approx(300 / 1.1) and c["n_star_high"] == pytest.approx(300 / 0.9)
+
+    def test_device_label(self):
+        meta = {"device": "cpu (2 threads)", "threads": 2, "torch": "2.13.0",
+                "machine": {"cpu_model": "AMD EPYC", "cores": 2}}
+        assert device_label(meta) == "2-core CPU (AMD EPYC), 2 threads, torch 2.13.0"
+        assert device_label({"device": "cuda:0 (NVIDIA H200)", "torch": "2.13.0"}) == "cuda:0 (NVIDIA H200), torch 2.13.0"
+
+
+class TestBaselines:
+    """The plain-torch contenders compute what course_lib computes (float64, n != m, ragged last chunk)."""
+
+    def qkv(self, n: int, m: int, dtype=torch.float64):
+        g = torch.Generator().manual_seed(0)
+        return (torch.randn(2, 3, n, 8, generator=g, dtype=dtype), torch.randn(2, 3, m, 8, generator=g, dtype=dtype),
+                torch.randn(2, 3, m, 5, generator=g, dtype=dtype))
+
+    def test_plain_linear_matches_course_lib(self):
+        q, k, v = self.qkv(7, 11)
+        gap = (plain_linear_attention(q, k, v) - linear_attention(q, k, v)).abs().max().item()
+        assert gap < 1e-12, f"max |plain - course_lib| = {gap:.2e}"
+
+    @pytest.mark.parametrize("chunk", [1, 4, 64])
+    def test_plain_causal_matches_course_lib(self, chunk):
+        q, k, v = self.qkv(13, 13)
+        gap = (plain_causal_linear_attention(q, k, v, chunk) - linear_attention(q, k, v, causal=True)).abs().max()
+        assert gap.item() < 1e-12, f"chunk {chunk}: max |plain - course_lib| = {gap.item():.2e}"
+
+    def test_plain_forms_are_differentiable(self):
+        g = torch.Generator().manual_seed(1)
+        q, k, v = (torch.randn(1, 1, 5, 3, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+        assert torch.autograd.gradcheck(lambda a, b, c: plain_causal_linear_attention(a, b, c, 2), (q, k, v))
+        assert torch.autograd.gradcheck(plain_linear_attention, (q, k, v))
+
+    def test_plain_ledger_matches_the_state(self):
+        q, k, v = self.qkv(9, 9)
+        ledger, state = PlainLedger((2, 3), 8, 5, dtype=torch.float64), LinearAttentionState()
+        gap = max((ledger.step(q[:, :, t], k[:, :, t], v[:, :, t]) - state.step(q[:, :, t], k[:, :, t], v[:, :, t]))
+                  .abs().max().item() for t in range(9))
+        assert gap < 1e-12 and ledger.nbytes == state.nbytes == 2 * 3 * (8 * 5 + 8) * 8
+
+
+class TestDecodeCrossover:
+    TS = list(range(0, 3000, 100))
+    LEDGER = {"median_s": 2.05e-4, "q25_s": 1.55e-4, "q75_s": 3.05e-4}
+
+    def test_growing_cache_and_quartile_band(self):
+        found = decode_crossover(self.TS, [1e-4 + 1e-7 * t for t in self.TS], self.LEDGER)
+        assert (found["t_star"], found["t_star_low"], found["t_star_high"]) == (1100, 600, 2100)
+        assert found["status"] == "crossed"
+
+    def test_a_stall_does_not_move_the_crossing(self):
+        curve = [1e-4 + 1e-7 * t for t in self.TS]
+        curve[3] = 1e-2  # one bin hit by the scheduler
+        assert decode_crossover(self.TS, curve, self.LEDGER)["t_star"] == 1100
+
+    def test_cache_that_never_stays_slower_and_short_curves_are_refused(self):
+        found = decode_crossover([0, 1, 2], [1.0, 1.0, 1.0], {"median_s": 2.0, "q25_s": 2.0, "q75_s": 2.0})
+        assert found["t_star"] is None and found["status"] == "cache never stays slower"
+        with pytest.raises(ValueError, match="same length >= 2"):
+            decode_crossover([0], [1.0], {"median_s": 2.0, "q25_s": 2.0, "q75_s": 2.0})
 
 
 class TestCommittedResults:

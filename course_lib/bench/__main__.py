@@ -9,6 +9,7 @@ overwrite the committed full-run results. PNGs go next to the JSON, same stem.
 import argparse
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import matplotlib
@@ -58,27 +59,31 @@ def run_crossover(device: torch.device, quick: bool, contenders: list) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()
     args, device = parse_args(argv)
     suites = ["crossover", "decode"] if args.suite == "all" else [args.suite]
     contenders, peers = kernels.contenders()
     payload = {"meta": report.run_metadata(device, quick=args.quick, suites=suites,
                                            memory_method=memory_method(device), peers=peers)}
-    print(f"course_lib.bench on {payload['meta']['device']}, torch {torch.__version__}, quick={args.quick}; {peers}")
+    label = payload["meta"]["device_label"]
+    print(f"course_lib.bench on {label}, quick={args.quick}; {peers}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     stem, pictures = args.out.with_suffix(""), []
     if "crossover" in suites:
         payload["crossover"] = run_crossover(device, args.quick, contenders)
         print("\n" + report.crossover_text(payload["crossover"]))
-        pictures += plots.crossover_plots(payload["crossover"], stem)
+        pictures += plots.crossover_plots(payload["crossover"], stem, label)
     if "decode" in suites:
         payload["decode"] = decode.run_decode(decode.QUICK if args.quick else decode.FULL, device)
         print("\n" + report.decode_text(payload["decode"]))
-        pictures.append(plots.decode_plot(payload["decode"], stem))
+        pictures.append(plots.decode_plot(payload["decode"], stem, label))
     inputs = targets.target_inputs(payload.get("crossover"), payload.get("decode"), quick=args.quick)
     payload["targets"] = targets.evaluate_targets(inputs, quick=args.quick)
     print("\n" + report.targets_text(payload["targets"]))
+    payload["meta"]["wall_s"] = round(time.perf_counter() - started, 1)
     report.write_json(args.out, payload)
     print(f"\nwrote {args.out}" + "".join(f"\nwrote {p}" for p in pictures))
+    print(f"wall time {time.perf_counter() - started:.0f} s")
     return 0
 
 

@@ -32,34 +32,48 @@ def crossover_n(ns: list[int], ratios: list[float]) -> tuple[float | None, str]:
     return None, "softmax faster at every N"
 
 
-def _times(records: list[dict]) -> dict[tuple[int, int, int, str], float]:
-    return {(r["d"], r["heads"], r["n"], r["name"]): r["time_s"] for r in records if not r.get("skipped")}
+def _times(records: list[dict]) -> dict[tuple[int, int, int, str], dict]:
+    """{(d, heads, n, name): (median, min, max) seconds}; records without a spread count as min = max."""
+    return {(r["d"], r["heads"], r["n"], r["name"]): (r["time_s"], r.get("time_min_s", r["time_s"]),
+                                                     r.get("time_max_s", r["time_s"]))
+            for r in records if not r.get("skipped")}
 
 
 def ratio_rows(records: list[dict], pairings) -> list[dict]:
-    """One row per (pairing, d, heads, n) where both routes ran: times, measured and model ratio."""
+    """One row per (pairing, d, heads, n) where both routes ran: times, measured and model ratio.
+
+    ``ratio`` is median / median; ``ratio_min`` = slowest-linear pairing (softmax min / linear max)
+    and ``ratio_max`` = softmax max / linear min bound what any pair of repeats could have shown.
+    """
     times = _times(records)
     rows = []
     for slow, fast in pairings:
         for d, heads, n, name in sorted(times):
             if name != slow or (d, heads, n, fast) not in times:
                 continue
-            t_softmax, t_linear = times[(d, heads, n, slow)], times[(d, heads, n, fast)]
-            rows.append({"pair": f"{slow}/{fast}", "d": d, "heads": heads, "n": n, "softmax_time_s": t_softmax,
-                         "linear_time_s": t_linear, "ratio": t_softmax / t_linear, "model_ratio": n / d})
+            (s_med, s_min, s_max), (l_med, l_min, l_max) = times[(d, heads, n, slow)], times[(d, heads, n, fast)]
+            rows.append({"pair": f"{slow}/{fast}", "d": d, "heads": heads, "n": n, "softmax_time_s": s_med,
+                         "linear_time_s": l_med, "ratio": s_med / l_med, "ratio_min": s_min / l_max,
+                         "ratio_max": s_max / l_min, "model_ratio": n / d})
     return rows
 
 
 def crossovers(rows: list[dict]) -> list[dict]:
-    """N* per (pair, heads, d) from the ratio rows."""
+    """N* per (pair, heads, d) from the ratio rows: ``n_star`` from the median ratios, and the band
+    ``n_star_low`` (from ``ratio_max``: the earliest crossing the repeats allow) to ``n_star_high``
+    (from ``ratio_min``); None where that curve does not cross inside the measured N."""
     groups: dict[tuple[str, int, int], list[dict]] = {}
     for row in rows:
         groups.setdefault((row["pair"], row["heads"], row["d"]), []).append(row)
     result = []
     for (pair, heads, d), group in sorted(groups.items()):
         group.sort(key=lambda row: row["n"])
-        n_star, status = crossover_n([row["n"] for row in group], [row["ratio"] for row in group])
-        result.append({"pair": pair, "heads": heads, "d": d, "n_star": n_star, "status": status, "model_n_star": d})
+        ns = [row["n"] for row in group]
+        n_star, status = crossover_n(ns, [row["ratio"] for row in group])
+        low, _ = crossover_n(ns, [row.get("ratio_max", row["ratio"]) for row in group])
+        high, _ = crossover_n(ns, [row.get("ratio_min", row["ratio"]) for row in group])
+        result.append({"pair": pair, "heads": heads, "d": d, "n_star": n_star, "status": status, "model_n_star": d,
+                       "n_star_low": low, "n_star_high": high})
     return result
 
 

@@ -1,7 +1,8 @@
 """The crossover suite: time and peak memory of every contender against N, same inputs.
 
 For each head dim d, head count H and length N: one q, k, v [1, H, N, d] fp32 (a seeded
-CPU generator, then moved to the device), every contender timed on it, and each linear
+CPU generator, then moved to the device), every contender timed on it ``repeats`` times
+(median, min and max are stored: the spread is what a re-run would show), and each linear
 contender quoted against the matmul roof of its own FLOPs, timed in the same run.
 """
 
@@ -12,7 +13,7 @@ import torch
 from course_lib.bench.flops import Roof, roof_for, shaped_roof_for
 from course_lib.bench.kernels import Contender
 from course_lib.bench.progress import Progress
-from course_lib.bench.timing import time_and_memory
+from course_lib.bench.timing import peak_memory, spread, time_once, warm_up_call
 from course_lib.attention import linear_attention
 from course_lib.fast_forms import auto_chunk_size
 from course_lib.measure import time_call
@@ -29,20 +30,22 @@ class CrossoverSettings:
     ns: tuple[int, ...]
     memory_budget_bytes: int  # skip a contender whose estimated n×n memory exceeds this
     recurrent_max_n: int  # the per-token Python loop is skipped beyond this N
-    min_run_time: float  # seconds per torch.utils.benchmark measurement
+    min_run_time: float  # seconds per torch.utils.benchmark measurement (one repeat)
+    repeats: int = 5  # timings per contender and size: median, min, max stored
     chunk_sizes: tuple[int, ...] = (16, 32, 64, 128, 256)  # the causal chunk sweep, at the largest N and H
     batch: int = 1
     seed: int = 0
     dtype: str = "float32"
 
 
+SHORT_NS = (64, 96, 128, 192, 256, 384, 512, 768, 1024)  # dense where the crossovers sit
 FULL = CrossoverSettings(  # 1 GiB: the explicit softmax's multi-GiB sizes made the machine slow for minutes after
-    ds=(32, 64, 128), heads=(1, 8), ns=tuple(2**p for p in range(8, 15)),
-    memory_budget_bytes=1 * GIB, recurrent_max_n=2048, min_run_time=0.5,
+    ds=(32, 64, 128), heads=(1, 8), ns=SHORT_NS + tuple(2**p for p in range(11, 15)),
+    memory_budget_bytes=1 * GIB, recurrent_max_n=2048, min_run_time=0.1, repeats=5,
 )
 QUICK = CrossoverSettings(
-    ds=(32, 64), heads=(8,), ns=(256, 512, 1024),
-    memory_budget_bytes=4 * GIB, recurrent_max_n=256, min_run_time=0.03,
+    ds=(32, 64), heads=(8,), ns=(64, 512),
+    memory_budget_bytes=4 * GIB, recurrent_max_n=256, min_run_time=0.01, repeats=2,
 )
 
 
@@ -81,18 +84,32 @@ class RoofTimer:
         return self.cache[key] * roof.scale
 
 
-def measure_one(contender: Contender, q, k, v, roof_timer: RoofTimer, min_run_time: float) -> dict:
-    """Time, peak memory, FLOPs and (linear routes) the fraction of the matmul roofs."""
+def measure_one(contender: Contender, q, k, v, roof_timer: RoofTimer, seconds: list[float]) -> dict:
+    """The record of one contender at one size from its repeated timings ``seconds``: time (median,
+    min, max, the repeats), peak memory of one call, FLOPs and, for linear routes, the fraction of
+    the matmul roofs (at the median time)."""
     batch, heads, n, d = q.shape
-    seconds, peak = time_and_memory(contender.make(q, k, v), q.device, min_run_time=min_run_time)
-    flops = batch * heads * contender.flops(n, d)
-    record = {"time_s": seconds, "peak_bytes": peak, "flops": flops, "gflop_per_s": flops / seconds / 1e9}
+    timing, peak = spread(seconds), peak_memory(contender.make(q, k, v), q.device)
+    median, flops = timing["time_s"], batch * heads * contender.flops(n, d)
+    record = timing | {"peak_bytes": peak, "flops": flops, "gflop_per_s": flops / median / 1e9}
     if contender.route == "linear":
         for key, roof in (("roof", roof_for(flops, batch * heads)), ("shaped_roof", shaped_roof_for(flops, batch * heads, n, d))):
             roof_seconds = roof_timer.seconds(roof)
             record[key] = {"matmul": [roof.bh, roof.m, roof.k, roof.p], "time_s": roof_seconds,
-                           "gflop_per_s": flops / roof_seconds / 1e9, "fraction": roof_seconds / seconds}
+                           "gflop_per_s": flops / roof_seconds / 1e9, "fraction": roof_seconds / median}
     return record
+
+
+def interleaved_times(calls: dict[str, object], device: torch.device, settings: CrossoverSettings) -> dict:
+    """{name: [seconds per call, one per repeat]}: repeat r times every call once before repeat r + 1
+    starts, so a burst of load on a shared machine hits every contender, not one."""
+    single = {name: warm_up_call(call, device, min_run_time=settings.min_run_time) for name, call in calls.items()}
+    seconds = {name: [] for name in calls}
+    for _ in range(settings.repeats):
+        for name, call in calls.items():
+            seconds[name].append(time_once(call, device, min_run_time=settings.min_run_time,
+                                           single_call=single[name]))
+    return seconds
 
 
 def warm_up(contenders: list[Contender], settings: CrossoverSettings, device: torch.device) -> None:
@@ -105,20 +122,23 @@ def warm_up(contenders: list[Contender], settings: CrossoverSettings, device: to
 def run_crossover(settings: CrossoverSettings, device: torch.device, contenders: list[Contender]) -> dict:
     """The sweep: {"settings": ..., "records": [one dict per (d, heads, n, contender)]}."""
     configs = [(d, h, n) for d in settings.ds for h in settings.heads for n in settings.ns]
-    progress = Progress(len(configs) * len(contenders), "crossover")
+    progress = Progress(len(configs), "crossover")
     roof_timer = RoofTimer(device, settings.min_run_time)
     warm_up(contenders, settings, device)
     records = []
     for d, heads, n in configs:
         q, k, v = qkv(settings, heads, n, d, device)
+        reasons = {c.name: skip_reason(c, settings, settings.batch * heads, n, q.element_size()) for c in contenders}
+        calls = {c.name: c.make(q, k, v) for c in contenders if reasons[c.name] is None}
+        seconds = interleaved_times(calls, device, settings)
         for contender in contenders:
             base = {"d": d, "heads": heads, "n": n, "name": contender.name, "route": contender.route,
                     "causal": contender.causal}
-            reason = skip_reason(contender, settings, settings.batch * heads, n, q.element_size())
+            reason = reasons[contender.name]
             measured = {"skipped": reason} if reason else measure_one(contender, q, k, v, roof_timer,
-                                                                       settings.min_run_time)
+                                                                       seconds[contender.name])
             records.append(base | measured)
-            progress.advance(f"d={d} H={heads} N={n} {contender.name}")
+        progress.advance(f"d={d} H={heads} N={n}")
     progress.close()
     return {"settings": asdict(settings), "records": records}
 
@@ -132,7 +152,8 @@ def run_chunk_sweep(settings: CrossoverSettings, device: torch.device) -> dict:
         q, k, v = qkv(settings, heads, n, d, device)
         for chunk in settings.chunk_sizes:
             call = lambda: linear_attention(q, k, v, causal=True, chunk_size=chunk)  # noqa: E731
-            records.append({"d": d, "chunk": chunk, "time_s": time_call(call, min_run_time=settings.min_run_time)})
+            seconds = time_call(call, min_run_time=settings.min_run_time * settings.repeats)
+            records.append({"d": d, "chunk": chunk, "time_s": seconds})
             progress.advance(f"d={d} C={chunk}")
     progress.close()
     return {"n": n, "heads": heads, "auto": {str(d): auto_chunk_size(n, d, d) for d in settings.ds}, "records": records}

@@ -2,7 +2,9 @@
 
 Every contender takes the same q, k, v [B, H, N, d] (fp32) and computes self-attention
 with dv = d; the linear ones use the library's default feature map ``elu_plus_one``
-(so f = d). ``flops`` is per (batch, head) entry, from ``bench.flops``.
+(so f = d). ``flops`` is per (batch, head) entry, from ``bench.flops``. The ``plain_*``
+contenders are ``bench.baselines``: the same algorithm in unchecked plain torch, so the
+gap between ``linear`` and ``plain_linear`` is the library's bookkeeping.
 """
 
 from collections.abc import Callable
@@ -14,9 +16,10 @@ import torch.nn.functional as F
 from course_lib.attention import linear_attention, softmax_attention
 from course_lib.feature_maps import elu_plus_one
 from course_lib.linear_forms import auto_chunk_size
+from course_lib.bench.baselines import plain_causal_linear_attention, plain_linear_attention
 from course_lib.bench.flops import chunked_flops, linear_flops, softmax_flops
 
-CHUNKED_CHUNK_SIZE = 64  # the "chunked" contender's fixed C; "auto" picks its own (auto_chunk_size)
+CHUNKED_CHUNK_SIZE = 64  # the "chunked" and "plain_linear_causal" contenders' fixed C; "auto" picks its own
 FLA_CHUNK_SIZE = 64  # fla's naive_chunk_linear_attn hard-codes C = 64
 
 Call = Callable[[], torch.Tensor]
@@ -73,6 +76,11 @@ CONTENDERS: dict[str, Contender] = {
                   lambda n, d: chunked_flops(n, d, d, min(CHUNKED_CHUNK_SIZE, n))),
         Contender("linear_causal_recurrent", "linear", True, _linear(True, "recurrent"), _linear_flops,
                   python_loop=True),
+        Contender("plain_linear", "linear", False, lambda q, k, v: lambda: plain_linear_attention(q, k, v),
+                  _linear_flops),
+        Contender("plain_linear_causal", "linear", True,
+                  lambda q, k, v: lambda: plain_causal_linear_attention(q, k, v, CHUNKED_CHUNK_SIZE),
+                  lambda n, d: chunked_flops(n, d, d, min(CHUNKED_CHUNK_SIZE, n))),
     )
 }
 
@@ -81,6 +89,8 @@ PAIRINGS: tuple[tuple[str, str], ...] = (
     ("softmax", "linear"),
     ("sdpa", "linear"),
     ("sdpa_causal", "linear_causal_auto"),
+    ("sdpa", "plain_linear"),
+    ("sdpa_causal", "plain_linear_causal"),
 )
 
 

@@ -23,15 +23,29 @@ def cpu_model() -> str | None:
     return platform.processor() or None
 
 
+def device_label(meta: dict) -> str:
+    """A label for every committed number and plot, from a run's ``meta``: e.g.
+    "2-core CPU (AMD EPYC), 2 threads, torch 2.13.0+cpu" or "cuda:0 (NVIDIA H200), torch 2.13.0"."""
+    device, machine = meta["device"], meta.get("machine", {})
+    if device.startswith("cpu"):
+        model = machine.get("cpu_model") or "unknown model"
+        threads = meta.get("threads")
+        where = f"{machine.get('cores', '?')}-core CPU ({model})" + (f", {threads} threads" if threads else "")
+    else:
+        where = device
+    return f"{where}, torch {meta.get('torch', '?')}"
+
+
 def run_metadata(device: torch.device, *, quick: bool, suites: list[str], memory_method: str, peers: str) -> dict:
-    """Where and how the numbers were taken."""
-    return {
+    """Where and how the numbers were taken (``device_label`` the one-line summary)."""
+    meta = {
         "machine": {"platform": platform.platform(), "cpu_model": cpu_model(), "cores": os.cpu_count(),
                     "python": platform.python_version()},
         "torch": torch.__version__, "threads": torch.get_num_threads(), "device": describe_device(device),
         "dtype": "float32", "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "quick": quick, "suites": suites, "memory_method": memory_method, "peers": {"fla": peers},
     }
+    return meta | {"device_label": device_label(meta)}
 
 
 def table(headers: list[str], rows: list[list]) -> str:
@@ -46,8 +60,8 @@ def table(headers: list[str], rows: list[list]) -> str:
 def crossover_text(result: dict) -> str:
     """Ratio tables (softmax route / linear route next to the model's N/d), N*, roof fractions, skips."""
     ratio_rows = [[r["pair"], r["d"], r["heads"], r["n"], r["softmax_time_s"] * 1e3, r["linear_time_s"] * 1e3,
-                   r["ratio"], r["model_ratio"]] for r in result["ratios"]]
-    star_rows = [[c["pair"], c["heads"], c["d"], c["n_star"], c["model_n_star"], c["status"]]
+                   r["ratio"], spread_text(r), r["model_ratio"]] for r in result["ratios"]]
+    star_rows = [[c["pair"], c["heads"], c["d"], c["n_star"], band_text(c), c["model_n_star"], c["status"]]
                  for c in result["crossovers"]]
     fit_rows = [[f["pair"], f["heads"], f["exponent"], f["note"]] for f in result["scaling"]]
     linear = [r for r in result["records"] if r["route"] == "linear" and not r.get("skipped")]
@@ -62,10 +76,12 @@ def crossover_text(result: dict) -> str:
                    "auto" if sweep["auto"][str(r["d"])] == r["chunk"] else ""] for r in sweep["records"]]
     skips = sorted({(r["name"], r["skipped"]) for r in result["records"] if r.get("skipped")})
     return "\n\n".join([
-        "time ratio softmax route / linear route (> 1: linear faster), model = FLOP ratio N/d\n"
-        + table(["pair", "d", "H", "N", "softmax ms", "linear ms", "ratio", "model N/d"], ratio_rows),
-        "crossover N* (ratio crosses 1, log-interpolated); the FLOP model puts it at N* = d\n"
-        + table(["pair", "H", "d", "N*", "model N*", "status"], star_rows),
+        "time ratio softmax route / linear route (> 1: linear faster), median of the repeats [min-max over\n"
+        f"pairs of repeats, {result['settings'].get('repeats', 1)} repeats], model = FLOP ratio N/d\n"
+        + table(["pair", "d", "H", "N", "softmax ms", "linear ms", "ratio", "[min-max]", "model N/d"], ratio_rows),
+        "crossover N* (median ratio crosses 1, log-interpolated; band from the max and min ratios);\n"
+        "the FLOP model puts it at N* = d\n"
+        + table(["pair", "H", "d", "N*", "band", "model N*", "status"], star_rows),
         "N* against d: fitted exponent a in N* ~ d^a\n" + table(["pair", "H", "exponent", "note"], fit_rows),
         "linear routes: fraction of the same-FLOP matmul roof (roof time / kernel time); roof = square\n"
         "batched matmuls (the machine at its best), shaped = [N, d] @ [d, r·d] (linear attention's own shapes)\n"
@@ -78,15 +94,35 @@ def crossover_text(result: dict) -> str:
     ])
 
 
+def spread_text(row: dict) -> str:
+    """"[min-max]" of a ratio row (3 significant digits)."""
+    return f"[{row.get('ratio_min', row['ratio']):.3g}-{row.get('ratio_max', row['ratio']):.3g}]"
+
+
+def band_text(entry: dict) -> str:
+    """"[low, high]" of a crossover band; "-" for an end that did not cross inside the measured range."""
+    low, high = (entry.get(key) for key in ("n_star_low", "n_star_high"))
+    return "[" + ", ".join("-" if x is None else f"{x:.0f}" for x in (low, high)) + "]"
+
+
 def decode_text(result: dict) -> str:
-    """Per-token latency, first against last window, and bytes held."""
+    """Per-token latency, first against last window, quartiles, bytes held, and where the cache loses."""
     window = result["settings"]["window"]
-    rows = [[name, r["median_first_s"] * 1e6, r["median_last_s"] * 1e6, r["last_over_first"], r["bytes_first"],
-             r["bytes_last"], r["bytes_preallocated"]] for name, r in ((n, result[n]) for n in ("kv_cache", "ledger"))]
+    names = [n for n in ("kv_cache", "ledger", "plain_ledger") if n in result]
+    rows = [[name, r["median_first_s"] * 1e6, r["median_last_s"] * 1e6, r["last_over_first"],
+             f"{r['q25_s'] * 1e6:.3g}-{r['q75_s'] * 1e6:.3g}" if "q25_s" in r else "-", r["bytes_first"],
+             r["bytes_last"], r["bytes_preallocated"]] for name, r in ((n, result[n]) for n in names)]
     ratio = result["kv_cache"]["median_last_s"] / result["ledger"]["median_last_s"]
+    crossing = [[name, c["t_star"], "[" + ", ".join("-" if x is None else f"{x:.0f}"
+                                                    for x in (c["t_star_low"], c["t_star_high"])) + "]", c["status"]]
+                for name, c in result.get("crossovers", {}).items()]
     return (f"decode {result['settings']['tokens']} tokens (medians of the first/last {window} steps)\n"
-            + table(["decoder", "first us", "last us", "last/first", "bytes first", "bytes last", "prealloc"], rows)
-            + f"\nlast-window latency kv_cache / ledger: {ratio:.3g}")
+            + table(["decoder", "first us", "last us", "last/first", "IQR us", "bytes first", "bytes last",
+                     "prealloc"], rows)
+            + f"\nlast-window latency kv_cache / ledger: {ratio:.3g}"
+            + ("\n\nthe KV cache is slower than a ledger from token t* (first bin from which it stays slower; "
+               "band: the ledger's quartiles)\n"
+               + table(["ledger", "t*", "band", "status"], crossing) if crossing else ""))
 
 
 def targets_text(verdicts: list[dict]) -> str:

@@ -18,7 +18,9 @@ Peak memory, the most bytes held at once during one call above what was held bef
 
 import contextlib
 import os
+import statistics
 import sys
+import time
 from collections.abc import Callable, Iterator
 
 import torch
@@ -87,6 +89,53 @@ def peak_memory(fn: Callable[[], object], device: torch.device) -> int:
     return _cpu_peak(fn)
 
 
-def time_and_memory(fn: Callable[[], object], device: torch.device, *, min_run_time: float) -> tuple[float, int]:
-    """(median seconds per call, peak extra bytes of one call)."""
-    return time_call(fn, min_run_time=min_run_time), peak_memory(fn, device)
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_once(fn: Callable[[], object], device: torch.device, *, min_run_time: float, single_call: bool) -> float:
+    """Seconds per call of ``fn()``: one call timed with ``time.perf_counter`` (``single_call``: a call
+    long enough to need no blocking) or ``measure.time_call(fn, min_run_time=...)`` (a median of blocks)."""
+    if not single_call:
+        return time_call(fn, min_run_time=min_run_time)
+    _sync(device)
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def warm_up_call(fn: Callable[[], object], device: torch.device, *, min_run_time: float) -> bool:
+    """One untimed-in-the-result warm-up call; True when it took at least ``min_run_time`` (then
+    ``time_once(..., single_call=True)`` is precise enough for it)."""
+    return time_once(fn, device, min_run_time=min_run_time, single_call=True) >= min_run_time
+
+
+def time_repeats(fn: Callable[[], object], device: torch.device, *, repeats: int, min_run_time: float) -> list[float]:
+    """Seconds per call of ``fn()``, measured ``repeats`` times (one number per repeat).
+
+    One warm-up call (``warm_up_call``) decides how each repeat is timed (``time_once``): a
+    call longer than ``min_run_time`` singly, a shorter one as a median of blocks. The spread
+    of the repeats is what re-running the measurement would show.
+    """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    single = warm_up_call(fn, device, min_run_time=min_run_time)
+    return [time_once(fn, device, min_run_time=min_run_time, single_call=single) for _ in range(repeats)]
+
+
+def spread(seconds: list[float]) -> dict[str, float | list[float]]:
+    """{"time_s": median, "time_min_s", "time_max_s", "times_s": the repeats} of repeated timings."""
+    if not seconds:
+        raise ValueError("seconds must hold at least one timing, got an empty list")
+    return {"time_s": statistics.median(seconds), "time_min_s": min(seconds), "time_max_s": max(seconds),
+            "times_s": list(seconds)}
+
+
+def time_and_memory(
+    fn: Callable[[], object], device: torch.device, *, min_run_time: float, repeats: int = 1
+) -> tuple[dict, int]:
+    """(``spread`` of ``time_repeats``, peak extra bytes of one call)."""
+    seconds = time_repeats(fn, device, repeats=repeats, min_run_time=min_run_time)
+    return spread(seconds), peak_memory(fn, device)
