@@ -1,5 +1,6 @@
 """The explorer (course_lib.viz): the pure panel functions, then every control of the widget."""
 
+import base64
 import math
 
 import numpy as np
@@ -7,11 +8,13 @@ import pytest
 import torch
 
 from course_lib.bench.flops import linear_flops, softmax_flops
+from course_lib.viz.explorer import widget_bundle
 from course_lib.measure import macs_linear, macs_softmax, relative_error
 from course_lib.viz import Explorer, explore
 from course_lib.viz import explorer as explorer_module
 from course_lib.viz.panels import (
-    ELU, MODES, PERFORMER, RECURRENT, SOFTMAX, complexity_panel, flow_panel, panel_inputs, weights_panel,
+    ELU, MODES, PERFORMER, RECURRENT, SOFTMAX, complexity_panel, crossover_n, feature_map_macs, flow_panel,
+    panel_inputs, route_macs, weights_panel,
 )
 
 LINEAR_MODES = (ELU, PERFORMER, RECURRENT)
@@ -133,7 +136,11 @@ def test_flow_counts_equal_the_macs_formulas(mode, causal):
     assert flow["f"] == f
     assert flow["macs_quadratic"] == macs_softmax(n, n, d, d) == sum(s.macs for s in flow["quadratic"] if s.counted)
     assert flow["macs_linear"] == macs_linear(n, n, f, d) == sum(s.macs for s in flow["linear"] if s.counted)
-    assert flow["macs_ratio"] == pytest.approx(n / f), "the n×n route costs N/f times the linear one"
+    projection_macs = 2 * n * m * d if mode == PERFORMER else 0
+    assert flow["macs_features"] == projection_macs == feature_map_macs(n, d, f, projection=mode == PERFORMER)
+    assert flow["macs_linear_total"] == flow["macs_linear"] + projection_macs == sum(s.macs for s in flow["linear"])
+    break_even = 2 * m if mode == PERFORMER else d
+    assert flow["macs_ratio"] == pytest.approx(n / break_even), "the n×n route costs N/d (elu+1) or N/2m times"
     assert stage(flow, "quadratic", "scores").shape == (n, n)
     assert stage(flow, "linear", "out").shape == (n, d)
     projection = stage(flow, "linear", "φ").macs
@@ -170,14 +177,36 @@ def test_recurrent_ledger_is_updated_per_step_in_constant_memory():
 # ---- complexity panel ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode, crossover", [(SOFTMAX, 16), (ELU, 16), (RECURRENT, 16), (PERFORMER, 48)])
-def test_crossover_is_at_n_equals_f(mode, crossover):
+@pytest.mark.parametrize("mode, crossover", [(SOFTMAX, 16), (ELU, 16), (RECURRENT, 16), (PERFORMER, 96)])
+def test_crossover_is_at_n_equals_d_or_2m(mode, crossover):
     d, m = 16, 48
     panel = complexity_panel(mode, 100, d, m, False)
-    assert panel["crossover_n"] == crossover, "N = d for elu+1, N = m for Performer"
-    assert macs_softmax(crossover, crossover, d, d) == macs_linear(crossover, crossover, panel["f"], d)
+    assert panel["crossover_n"] == crossover == crossover_n(mode, d, m), "N = d for elu+1, N = 2m for FAVOR+"
+    assert panel["crossover_label"] == ("2m" if mode == PERFORMER else "d")
+    quadratic, linear = route_macs(mode, crossover, d, m)
+    assert quadratic == linear, "both routes cost the same MACs at the crossover"
+    below, above = route_macs(mode, crossover // 2, d, m), route_macs(mode, 2 * crossover, d, m)
+    assert below[0] < below[1] and above[0] > above[1], "the n×n route is cheaper below N*, dearer above"
     assert panel["ratio"] == pytest.approx(100 / crossover)
     assert 100 in panel["ns"] and crossover in panel["ns"], "the current N and the crossover are on the grid"
+
+
+def test_performer_crossover_is_notebook_09s_count():
+    # notebook 09 §2: FAVOR+ costs macs_linear(N, N, m, d) + 2·N·d·m (x ωᵀ for q and k): break-even at N = 2m
+    d, m = 64, 256
+    n = 2 * m
+    assert macs_softmax(n, n, d, d) == macs_linear(n, n, m, d) + 2 * n * d * m == route_macs(PERFORMER, n, d, m)[1]
+    assert crossover_n(PERFORMER, d, m) == 2 * m and crossover_n(ELU, d, m) == d
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"n": 0}, "n must be an int >= 1"), ({"f": 2.0}, "f must be an int >= 1"), ({"projection": 1}, "projection")],
+    ids=lambda value: str(value),
+)
+def test_feature_map_macs_refuses_bad_input(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        feature_map_macs(**{"n": 4, "d": 2, "f": 8, "projection": True, **kwargs})
 
 
 def test_curves_are_the_flop_formulas_and_the_held_entries():
@@ -188,6 +217,11 @@ def test_curves_are_the_flop_formulas_and_the_held_entries():
     np.testing.assert_array_equal(panel["flops_softmax"], [softmax_flops(int(n), d, d) for n in ns])
     np.testing.assert_array_equal(panel["flops_linear"], [linear_flops(int(n), f, d) for n in ns])
     np.testing.assert_array_equal(panel["flops_softmax"], [2 * macs_softmax(int(n), int(n), d, d) for n in ns])
+    favor = complexity_panel(PERFORMER, 64, d, 32, False)  # FAVOR+'s curve includes its feature projections
+    expected = [2 * (macs_linear(int(n), int(n), 32, d) + 2 * int(n) * 32 * d) for n in favor["ns"]]
+    np.testing.assert_array_equal(favor["flops_linear"], expected)
+    at = int(np.flatnonzero(favor["ns"] == favor["crossover_n"])[0])
+    assert favor["flops_linear"][at] == favor["flops_softmax"][at], "the curves meet at the marked crossover"
     np.testing.assert_array_equal(panel["bytes_softmax"], 4.0 * ns**2)
     np.testing.assert_array_equal(panel["bytes_linear"], 4.0 * (2 * ns * f + f * d + f))
     ledger = complexity_panel(RECURRENT, 64, d, 32, False)
@@ -239,7 +273,7 @@ def test_m_control_sets_performer_features(explorer):
     explorer.controls["mode"].value = PERFORMER
     explorer.controls["m"].value = 64
     assert explorer.panels["weights"]["f"] == 64 and explorer.panels["flow"]["f"] == 64
-    assert explorer.panels["complexity"]["crossover_n"] == 64
+    assert explorer.panels["complexity"]["crossover_n"] == 128, "FAVOR+ breaks even at N = 2m"
     error_64 = explorer.panels["weights"]["rel_error"]
     explorer.controls["m"].value = 8
     assert explorer.panels["weights"]["rel_error"] != error_64
@@ -285,26 +319,37 @@ def test_explorer_refuses_settings_outside_the_sliders():
         Explorer(n=512)
 
 
-def test_explore_displays_widgets_and_a_static_snapshot(monkeypatch):
+def test_explore_displays_one_output_with_the_png_as_the_widgets_fallback(monkeypatch):
     shown = []
-    monkeypatch.setattr(explorer_module, "display", shown.append)
+    monkeypatch.setattr(explorer_module, "display", lambda item, **kwargs: shown.append((item, kwargs)))
     monkeypatch.delenv("COURSE_EXPLORER", raising=False)
     result = explore(n=16, d=4)
     assert isinstance(result, Explorer) and result.panels["weights"]["n"] == 16
-    assert [type(item).__name__ for item in shown] == ["VBox", "Image"], "widget box, then the PNG snapshot"
-    assert shown[1].data == result.png()
+    assert len(shown) == 1, "one output: JupyterLab must not show the figure twice"
+    bundle, kwargs = shown[0]
+    assert kwargs == {"raw": True}
+    assert set(bundle) == {"application/vnd.jupyter.widget-view+json", "image/png", "text/plain"}
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == result.widget.model_id
+    assert base64.b64decode(bundle["image/png"]) == result.png(), "the fallback is the starting figure"
 
-    for static, names in ((True, ["Image"]), (False, ["VBox"])):
+    for static, name in ((True, "Image"), (False, "VBox")):
         shown.clear()
         explore(static=static, n=16, d=4)
-        assert [type(item).__name__ for item in shown] == names
+        assert [type(item).__name__ for item, _ in shown] == [name]
     shown.clear()
     monkeypatch.setenv("COURSE_EXPLORER", "static")
     explore(n=16, d=4)
-    assert [type(item).__name__ for item in shown] == ["Image"], "COURSE_EXPLORER=static: the snapshot only"
+    assert [type(item).__name__ for item, _ in shown] == ["Image"], "COURSE_EXPLORER=static: the snapshot only"
     shown.clear()
     explore(show=False)
     assert shown == []
     monkeypatch.setenv("COURSE_EXPLORER", "sometimes")
     with pytest.raises(ValueError, match="COURSE_EXPLORER must be one of"):
         explore(n=16, d=4)
+
+
+def test_widget_bundle_is_what_a_notebook_file_stores(explorer):
+    # nbformat keeps image/png as base64 text: GitHub and nbconvert render it; JupyterLab picks the widget
+    bundle = widget_bundle(explorer)
+    assert bytes(base64.b64decode(bundle["image/png"])[:4]) == b"\x89PNG"
+    assert "explorer" in bundle["text/plain"]

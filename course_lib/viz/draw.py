@@ -13,6 +13,8 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 from course_lib.viz.panels import Stage
 
 ACTIVE, IDLE = "#1f77b4", "#9a9a9a"
+# font sizes in points; the figure is drawn at 80 dpi into a widget up to 1,200 px wide
+TITLE, LABEL, TICK, BOX, LEGEND = 12, 11, 10, 9, 9
 SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
@@ -23,46 +25,55 @@ SOFTMAX_COLOUR, LINEAR_COLOUR = "#d62728", "#1f77b4"
 
 
 def new_figure() -> tuple[Figure, dict]:
-    """A 15×5 inch figure: weights | flow | (FLOPs over memory). Returns (figure, axes by name)."""
-    fig = Figure(figsize=(15, 5.2))  # fixed margins: a layout engine would double the time of each redraw
-    grid = fig.add_gridspec(2, 3, width_ratios=[0.9, 2.0, 1.0], left=0.04, right=0.99, bottom=0.09, top=0.9,
-                            wspace=0.1, hspace=0.35)
+    """A 15×6.4 inch figure: weights + colour bar | flow | (FLOPs over memory). Returns (figure, axes by name)."""
+    fig = Figure(figsize=(15, 6.4))  # fixed margins: a layout engine would double the time of each redraw
+    # columns: weights, colour bar, gap, flow, gap (the cost panels' labels), FLOPs over bytes
+    grid = fig.add_gridspec(2, 6, width_ratios=[0.85, 0.04, 0.2, 2.1, 0.17, 0.95], left=0.05, right=0.99,
+                            bottom=0.09, top=0.84, wspace=0.05, hspace=0.4)
     axes = {
         "weights": fig.add_subplot(grid[:, 0]),
-        "flow": fig.add_subplot(grid[:, 1]),
-        "flops": fig.add_subplot(grid[0, 2]),
-        "bytes": fig.add_subplot(grid[1, 2]),
+        "colorbar": fig.add_subplot(grid[:, 1]),
+        "flow": fig.add_subplot(grid[:, 3]),
+        "flops": fig.add_subplot(grid[0, 5]),
+        "bytes": fig.add_subplot(grid[1, 5]),
     }
     return fig, axes
 
 
-def draw_weights(ax, panel: dict) -> None:
-    """Heat map of the n×n weights; the title holds the error against softmax."""
+def draw_weights(ax, panel: dict, cax=None) -> None:
+    """Heat map of the n×n weights with its colour bar in ``cax``; the title holds the error against softmax."""
     top = panel["softmax"].quantile(0.99).item()  # one colour scale per setting, set by softmax, robust to a few peaks
-    ax.imshow(panel["weights"].numpy(), cmap="magma", vmin=0.0, vmax=top, interpolation="nearest")
-    kind = "softmax(QKᵀ/√d)" if panel["mode"] == "softmax" else "implied φ(Q)φ(K)ᵀ, row-normalised"
+    image = ax.imshow(panel["weights"].numpy(), cmap="magma", vmin=0.0, vmax=top, interpolation="nearest",
+                      aspect="auto")  # fills the column, so the colour bar beside it has the same height
+    kind = "softmax(QKᵀ/√d)" if panel["mode"] == "softmax" else "φ(Q)φ(K)ᵀ, row-normalised"
     mask = ", causal" if panel["causal"] else ""
     ax.set_title(
-        f"{panel['mode']}: {kind}{mask}\nN={panel['n']}, f={panel['f']}, σ={panel['scale']:g}: "
+        f"{panel['mode']}: {kind}{mask}\nN={panel['n']}, f={panel['f']}, σ={panel['scale']:g}\n"
         f"output rel. error {panel['rel_error']:.3f}, max|ΔA| {panel['max_abs_diff']:.3f}",
-        fontsize=9,
+        fontsize=TITLE - 1,
     )
-    ax.set_xlabel("key j (window)")
-    ax.set_ylabel("query i (student)")
+    ax.set_xlabel("key j (window)", fontsize=LABEL)
+    ax.set_ylabel("query i (student)", fontsize=LABEL)
+    ax.tick_params(labelsize=TICK)
+    if cax is not None:
+        bar = ax.figure.colorbar(image, cax=cax, extend="max")  # weights above softmax's 99th percentile saturate
+        cax.set_xlabel("A_ij", fontsize=LABEL)
+        bar.ax.tick_params(labelsize=TICK)
 
 
 def _box_text(stage: Stage) -> str:
-    steps = " per step" if stage.per_step else ""
+    steps = "\n(per step)" if stage.per_step else ""
     shape = "×".join(str(size) for size in stage.shape)
     note = f"\n({stage.note})" if stage.note else ""
-    return f"{stage.name}\n{stage.dims} = {shape}{steps}\n{stage.macs:,} MACs{note}"
+    name = stage.name.replace(" = ", " =\n", 1) if len(stage.name) > 16 else stage.name  # narrow boxes
+    return f"{name}\n{stage.dims} = {shape}{steps}\n{stage.macs:,} MACs{note}"
 
 
 def _draw_row(ax, stages: list[Stage], y: float, colour: str) -> None:
     """Boxes at the centres of equal slots across the axes, arrows from slot edge to slot edge."""
     width = 1 / len(stages)
     for i, stage in enumerate(stages):
-        ax.text((i + 0.5) * width, y, _box_text(stage), ha="center", va="center", fontsize=7.5, color=colour,
+        ax.text((i + 0.5) * width, y, _box_text(stage), ha="center", va="center", fontsize=BOX, color=colour,
                 bbox={"boxstyle": "round,pad=0.4", "facecolor": "white", "edgecolor": colour})
         if i:
             ax.annotate("", xy=(i * width + 0.012, y), xytext=(i * width - 0.012, y),
@@ -75,46 +86,51 @@ def draw_flow(ax, panel: dict) -> None:
     ax.set_ylim(0, 1)
     ax.axis("off")
     n, f, dv = panel["n"], panel["f"], panel["dv"]
+    features = f" + φ's projections 2N·m·d" if panel["macs_features"] else ""
     routes = (
         ("quadratic", 0.72, f"n×n route: 2N²d = {panel['macs_quadratic']:,} MACs, "
                             f"holds {panel['held_quadratic']:,} entries"),
-        ("linear", 0.25, f"linear route ({panel['linear_map']}, f={f}): 2N·f·dv = {panel['macs_linear']:,} MACs, "
-                         f"holds {panel['held_linear']:,} entries"),
+        ("linear", 0.25, f"linear route ({panel['linear_map']}, f={f}): 2N·f·dv{features} = "
+                         f"{panel['macs_linear_total']:,} MACs, holds {panel['held_linear']:,} entries"),
     )
     for name, y, label in routes:
         colour = ACTIVE if name == panel["active"] else IDLE
-        ax.text(0.0, y + 0.19, label, fontsize=8.5, color=colour, weight="bold" if colour == ACTIVE else "normal")
+        ax.text(0.0, y + 0.2, label, fontsize=LABEL - 0.5, color=colour,
+                weight="bold" if colour == ACTIVE else "normal")
         _draw_row(ax, panel[name], y, colour)
     causal = "causal" if panel["causal"] else "non-causal"
-    ax.set_title(f"{panel['mode']} ({causal}), N={n}, d=dv={dv}: the n×n route costs N/f = "
-                 f"{panel['macs_ratio']:.3g}× the linear one", fontsize=9)
+    break_even = "2m" if panel["macs_features"] else "d"
+    ax.set_title(f"{panel['mode']} ({causal}), N={n}, d=dv={dv}\nthe n×n route costs N/{break_even} = "
+                 f"{panel['macs_ratio']:.3g}× the linear one (MACs)", fontsize=TITLE)
 
 
 def draw_complexity(ax_flops, ax_bytes, panel: dict) -> None:
-    """FLOPs (top) and memory (bottom) against N, log-log; current N and the crossover N = f marked."""
+    """FLOPs (top) and memory (bottom) against N, log-log; current N and the crossover (d or 2m) marked."""
     ns = panel["ns"]
     for ax, key, unit in ((ax_flops, "flops", "FLOPs"), (ax_bytes, "bytes", "bytes held (float32)")):
         ax.loglog(ns, panel[f"{key}_softmax"], color=SOFTMAX_COLOUR, label="n×n route")
         ax.loglog(ns, panel[f"{key}_linear"], color=LINEAR_COLOUR, label="linear route")
         ax.axvline(panel["n"], color="black", linewidth=1, label=f"N = {panel['n']}")
         crossover = panel["crossover_n"]
-        ax.axvline(crossover, color="grey", linestyle=":", label=f"crossover N = f = {crossover:g}")
-        ax.set_ylabel(unit, fontsize=8)
+        ax.axvline(crossover, color="grey", linestyle=":",
+                   label=f"FLOP crossover N = {panel['crossover_label']} = {crossover:g}")
+        ax.set_ylabel(unit, fontsize=LABEL)
         ax.xaxis.set_major_locator(LogLocator(base=10, numticks=6))
         for axis in (ax.xaxis, ax.yaxis):
             axis.set_minor_locator(NullLocator())  # fewer tick labels to typeset on every redraw
             axis.set_major_formatter(FuncFormatter(_power_of_ten))
-        ax.tick_params(labelsize=7)
-    ax_flops.set_title(f"cost vs N ({panel['mode']}): N/f = {panel['ratio']:.3g}", fontsize=9)
-    ax_flops.legend(fontsize=6.5, loc="upper left")
-    ax_bytes.set_xlabel("N (tokens)", fontsize=8)
+        ax.tick_params(labelsize=TICK)
+    ax_flops.set_title(f"cost vs N ({panel['mode']})\nN/{panel['crossover_label']} = {panel['ratio']:.3g}",
+                       fontsize=TITLE)
+    ax_flops.legend(fontsize=LEGEND, loc="upper left", framealpha=0.9)
+    ax_bytes.set_xlabel("N (tokens)", fontsize=LABEL)
 
 
 def render(fig: Figure, axes: dict, panels: dict) -> None:
     """Clear every axes and draw the three panels of ``viz.panels.all_panels``."""
     for ax in axes.values():
         ax.clear()
-    draw_weights(axes["weights"], panels["weights"])
+    draw_weights(axes["weights"], panels["weights"], axes.get("colorbar"))
     draw_flow(axes["flow"], panels["flow"])
     draw_complexity(axes["flops"], axes["bytes"], panels["complexity"])
 

@@ -4,13 +4,17 @@
 ``viz.panels.all_panels`` and redraws the figure into an Image widget (PNG bytes, so it
 works with any matplotlib backend).
 
-What is displayed (``static``): the widget box, and below it a PNG snapshot of the
-starting settings, so a view without a live kernel (GitHub, nbconvert HTML, a notebook
-reopened without running it) still shows a picture; ``static=True`` shows only the
-snapshot, ``static=False`` only the widgets. When ``static`` is None the environment
-variable COURSE_EXPLORER ("both", "static" or "widgets") decides; the default is "both".
+What is displayed (``static``): by default one output whose bundle holds the live widget
+(``application/vnd.jupyter.widget-view+json``) and, as fallbacks, a PNG snapshot of the starting
+settings (``image/png``) and a line of text. A front end shows the richest of these it can render:
+JupyterLab with ipywidgets shows only the widget, while GitHub and nbconvert (no widget manager)
+show only the PNG, so the committed notebook still has a picture and JupyterLab never shows the
+figure twice. ``static=True`` displays only the snapshot, ``static=False`` only the widget (no
+fallback picture). When ``static`` is None the environment variable COURSE_EXPLORER ("both",
+"static" or "widgets") decides; the default is "both" (the widget with its PNG fallback).
 """
 
+import base64
 import os
 
 import ipywidgets as widgets
@@ -106,17 +110,33 @@ def resolve_static(static: bool | None) -> bool | None:
     return DISPLAY_CHOICES[choice]
 
 
+def widget_bundle(explorer: Explorer) -> dict:
+    """The widget's MIME bundle with the current figure added as an ``image/png`` fallback.
+
+    Keys: ``application/vnd.jupyter.widget-view+json`` (the live widget), ``image/png`` (base64,
+    what a viewer without widgets shows) and ``text/plain``. Display it with
+    ``display(bundle, raw=True)``: one output, one picture whichever front end renders it.
+    """
+    bundle = dict(explorer.widget._repr_mimebundle_())
+    bundle["image/png"] = base64.b64encode(explorer.png()).decode("ascii")
+    bundle["text/plain"] = "course_lib explorer (run the notebook in JupyterLab to move the controls)"
+    return bundle
+
+
 def explore(*, static: bool | None = None, show: bool = True, **settings) -> Explorer:
     """Build the explorer (settings: mode, n, d, m, causal, seed, scale) and display it; returns the ``Explorer``.
 
-    static=None: the widget box and a PNG snapshot of the starting settings (see the module
-    docstring); True: the snapshot only; False: the widgets only. show=False displays nothing.
+    static=None: one output holding the widget with a PNG snapshot of the starting settings as its
+    fallback (``widget_bundle``, see the module docstring); True: the snapshot only; False: the
+    widget only. show=False displays nothing.
     """
     explorer = Explorer(**settings)
     if show:
         static = resolve_static(static)
-        if static is not True:
-            display(explorer.widget)
-        if static is not False:
+        if static is None:
+            display(widget_bundle(explorer), raw=True)
+        elif static:
             display(Image(data=explorer.png(), format="png"))
+        else:
+            display(explorer.widget)
     return explorer

@@ -6,6 +6,12 @@
   multiply counts;
 * ``complexity_panel``: FLOPs and memory of both routes against N, and the crossover.
 
+One cost model throughout (notebook 09, misconception 2): multiply-accumulates (MACs) of the
+matrix products (``measure.macs_softmax``, ``measure.macs_linear``) plus, for Performer (FAVOR+),
+the projections of the N queries and N keys onto the m random directions, 2·N·m·d MACs
+(``feature_map_macs``). The n×n route and the linear route then cost the same at N = d for elu+1
+and at N = 2m for FAVOR+ (``crossover_n``).
+
 Inputs are float64 on the CPU, drawn from a seeded ``torch.Generator``, so every number
 is reproducible. Self-attention throughout: n = m = N tokens and dv = d. ``scale`` σ sets
 the spread of queries and keys, q, k ~ N(0, σ²I): the logits qᵀk/√d then have standard
@@ -20,7 +26,6 @@ import numpy as np
 import torch
 
 from course_lib.attention import kernel_weights, linear_attention, softmax_weights
-from course_lib.bench.flops import linear_flops, softmax_flops
 from course_lib.feature_maps import elu_plus_one
 from course_lib.measure import macs_linear, macs_softmax, relative_error
 from course_lib.random_features import PerformerFeatures
@@ -50,6 +55,43 @@ def is_causal(mode: str, causal: bool) -> bool:
 def feature_count(mode: str, d: int, m: int) -> int:
     """f, features per token of the mode's linear route: m for Performer, else d (elu+1, also softmax's alternative)."""
     return m if mode == PERFORMER else d
+
+
+def feature_map_macs(n: int, d: int, f: int, *, projection: bool) -> int:
+    """MACs of computing φ for n queries and n keys of width d into f features (notebook 09, §2).
+
+    projection=True (Performer / FAVOR+): x ωᵀ with ω [f×d], n·f·d MACs for the queries and as many
+    for the keys, 2·n·f·d; the exp and the norm factor are elementwise (not counted, like the
+    softmax's exps). projection=False (elu+1): elementwise, 0 MACs.
+    """
+    if not isinstance(projection, bool):
+        raise ValueError(f"projection must be a bool (does φ multiply by ω?), got {projection!r}")
+    for name, value in (("n", n), ("d", d), ("f", f)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return 2 * n * f * d if projection else 0
+
+
+def route_macs(mode: str, n: int, d: int, m: int) -> tuple[int, int]:
+    """(n×n route, linear route) MACs of ``mode`` for self-attention over n tokens, dv = d.
+
+    n×n: ``macs_softmax(n, n, d, d)`` = 2n²d. Linear: ``macs_linear(n, n, f, d)`` = 2n·f·d plus
+    ``feature_map_macs`` (2n·m·d for Performer), so 2n·d² for elu+1 and 4n·m·d for FAVOR+.
+    """
+    check_settings(mode, n, d, m, seed=0)
+    f = feature_count(mode, d, m)
+    linear = macs_linear(n, n, f, d) + feature_map_macs(n, d, f, projection=mode == PERFORMER)
+    return macs_softmax(n, n, d, d), linear
+
+
+def crossover_n(mode: str, d: int, m: int) -> float:
+    """The N where both routes cost the same MACs: d for elu+1 (and softmax's alternative), 2m for FAVOR+.
+
+    The n×n route costs N²·a and the linear route N·b (``route_macs``), so they meet at N = b / a,
+    read off ``route_macs`` at N = 1: 2d² / 2d = d, or 4md / 2d = 2m.
+    """
+    quadratic_at_one, linear_at_one = route_macs(mode, 1, d, m)
+    return linear_at_one / quadratic_at_one
 
 
 def panel_inputs(n: int, d: int, seed: int, scale: float = DEFAULT_SCALE) -> tuple[torch.Tensor, ...]:
@@ -148,7 +190,7 @@ def linear_route(n: int, d: int, dv: int, f: int, *, causal: bool, recurrent: bo
     Recurrent: the ledger S [f×dv], z [f] updated token by token, so memory does not grow with N.
     ``projection``: φ multiplies by ω [f×d] (Performer, n·f·d MACs per input), else elementwise.
     """
-    feature_macs = 2 * n * f * d if projection else 0
+    feature_macs = feature_map_macs(n, d, f, projection=projection)
     read = Stage("out = φ(Q)S / φ(Q)z", "N×dv", (n, dv), n * f * dv, counted=True, held=False,
                  note="+ N·f for φ(Q)z")
     if recurrent:
@@ -178,13 +220,16 @@ def flow_panel(mode: str, n: int, d: int, m: int, causal: bool) -> dict:
 
     ``active`` is the route the mode runs; softmax mode shows elu+1 (f = d) as the
     alternative. ``macs_quadratic`` = macs_softmax(N, N, d, d), ``macs_linear`` =
-    macs_linear(N, N, f, d); their ratio is N(d + dv) / (2f·dv) = N/f.
+    macs_linear(N, N, f, d) (the matrix products), ``macs_features`` = ``feature_map_macs``,
+    ``macs_linear_total`` = their sum (``route_macs``); ``macs_ratio`` = macs_quadratic /
+    macs_linear_total = N / ``crossover_n``: N/d for elu+1, N/(2m) for FAVOR+.
     """
     check_settings(mode, n, d, m, seed=0)
     causal, f, dv = is_causal(mode, causal), feature_count(mode, d, m), d
     quadratic = quadratic_route(n, d, dv, causal)
     linear = linear_route(n, d, dv, f, causal=causal, recurrent=mode == RECURRENT, projection=mode == PERFORMER)
-    macs_q, macs_l = macs_softmax(n, n, d, dv), macs_linear(n, n, f, dv)
+    macs_q, macs_total = route_macs(mode, n, d, m)
+    macs_l = macs_linear(n, n, f, dv)
     return {
         "mode": mode,
         "n": n,
@@ -198,7 +243,9 @@ def flow_panel(mode: str, n: int, d: int, m: int, causal: bool) -> dict:
         "linear": linear,
         "macs_quadratic": macs_q,
         "macs_linear": macs_l,
-        "macs_ratio": macs_q / macs_l,
+        "macs_features": macs_total - macs_l,
+        "macs_linear_total": macs_total,
+        "macs_ratio": macs_q / macs_total,
         "held_quadratic": held_entries(quadratic),
         "held_linear": held_entries(linear),
     }
@@ -213,30 +260,32 @@ def default_ns(n: int, crossover_n: float) -> np.ndarray:
 def complexity_panel(mode: str, n: int, d: int, m: int, causal: bool, *, itemsize: int = 4) -> dict:
     """FLOPs and memory of the n×n and the linear route against N, one head.
 
-    flops = 2 × MACs (``bench.flops``: 2N²(d + dv) and 4N·f·dv). bytes = ``itemsize`` (float32:
-    4) × the entries each route holds (``flow_panel``'s held stages): N² for the matrix;
+    flops = 2 × ``route_macs`` (one multiply and one add per MAC): 4N²d for the n×n route, 4N·d²
+    for elu+1 and 8N·m·d for FAVOR+ (its feature projections included). bytes = ``itemsize``
+    (float32: 4) × the entries each route holds (``flow_panel``'s held stages): N² for the matrix;
     2N·f + f·dv + f for the blackboard; N·f·dv + N·f + 2N·f for the causal prefix sums;
-    f·dv + 3f for the ledger. crossover_n solves N²(d + dv) = 2N·f·dv: N = 2f·dv/(d + dv) = f
-    (N = d for elu+1, N = m for Performer); the n×n route costs N/f times the linear one.
+    f·dv + 3f for the ledger. ``crossover_n``: N = d for elu+1, N = 2m for FAVOR+; the n×n route
+    costs N / crossover_n times the linear one (``ratio``).
     """
     check_settings(mode, n, d, m, seed=0)
     if isinstance(itemsize, bool) or not isinstance(itemsize, int) or itemsize < 1:
         raise ValueError(f"itemsize must be a positive int (bytes per entry), got {itemsize!r}")
-    f, dv = feature_count(mode, d, m), d
-    crossover_n = 2 * f * dv / (d + dv)
-    ns = default_ns(n, crossover_n)
+    f = feature_count(mode, d, m)
+    crossover = crossover_n(mode, d, m)
+    ns = default_ns(n, crossover)
     flows = [flow_panel(mode, int(size), d, m, causal) for size in ns]
     return {
         "mode": mode,
         "n": n,
         "f": f,
         "ns": ns,
-        "flops_softmax": np.array([softmax_flops(int(size), d, dv) for size in ns], dtype=np.float64),
-        "flops_linear": np.array([linear_flops(int(size), f, dv) for size in ns], dtype=np.float64),
+        "flops_softmax": np.array([2 * flow["macs_quadratic"] for flow in flows], dtype=np.float64),
+        "flops_linear": np.array([2 * flow["macs_linear_total"] for flow in flows], dtype=np.float64),
         "bytes_softmax": np.array([itemsize * flow["held_quadratic"] for flow in flows], dtype=np.float64),
         "bytes_linear": np.array([itemsize * flow["held_linear"] for flow in flows], dtype=np.float64),
-        "crossover_n": crossover_n,
-        "ratio": n / crossover_n,
+        "crossover_n": crossover,
+        "crossover_label": "2m" if mode == PERFORMER else "d",
+        "ratio": n / crossover,
     }
 
 
