@@ -7,7 +7,8 @@ In a solution's code cells, each solution region sits between marker lines::
     # END SOLUTION
 
 and becomes ``raise NotImplementedError("<exercise id>: <hint>")`` at the
-marker's indentation. Cells tagged ``solution-only`` are dropped; outputs and
+marker's indentation (a message too long for one line of ``MAX_LINE`` characters
+is split into adjacent string literals, one per line). Cells tagged ``solution-only`` are dropped; outputs and
 execution counts are cleared. The exercise id is the notebook metadata
 ``course_lib.exercise``. Run ``python -m course_lib.exercise_builder`` (``make
 exercises``) from the repository root; ``--check`` only reports what is out of date.
@@ -25,6 +26,29 @@ import nbformat
 SOLUTION_ONLY_TAG = "solution-only"
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)#\s*BEGIN SOLUTION\b(?P<rest>.*)$")
 END = re.compile(r"^[ \t]*#\s*END SOLUTION\b(?P<rest>.*)$")
+MAX_LINE = 100  # the course's longest code line
+
+
+def stub(indent: str, message: str, *, width: int = MAX_LINE) -> list[str]:
+    """The lines of ``raise NotImplementedError(message)`` at ``indent``, each at most ``width`` characters.
+
+    One line when it fits; else the message is cut at spaces into string literals
+    on lines of their own, which Python joins back into the same message.
+    """
+    line = f"{indent}raise NotImplementedError({json.dumps(message, ensure_ascii=False)})"
+    if len(line) <= width:
+        return [line]
+    inner = indent + "    "
+    room = max(20, width - len(inner) - 2)  # the quotes
+    pieces, current = [], ""
+    for word in re.split(r"(?<= )", message):  # words keep their trailing space
+        if current and len(json.dumps(current + word, ensure_ascii=False)) - 2 > room:
+            pieces.append(current)
+            current = ""
+        current += word
+    pieces.append(current)
+    literals = [f"{inner}{json.dumps(piece, ensure_ascii=False)}" for piece in pieces]
+    return [f"{indent}raise NotImplementedError(", *literals, f"{indent})"]
 
 
 class MarkerError(ValueError):
@@ -48,8 +72,7 @@ def strip_solutions(source: str, *, exercise_id: str, where: str) -> str:
             hint = begin["rest"].strip()
             if not hint.startswith(":") or not hint[1:].strip():
                 raise MarkerError(f"{where}: BEGIN SOLUTION on line {number} needs a hint: '# BEGIN SOLUTION: <hint>'")
-            message = json.dumps(f"{exercise_id}: {hint[1:].strip()}", ensure_ascii=False)
-            out.append(f"{begin['indent']}raise NotImplementedError({message})")
+            out += stub(begin["indent"], f"{exercise_id}: {hint[1:].strip()}")
             region = (number, begin["indent"])
         elif end:
             if region is None:

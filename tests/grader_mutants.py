@@ -396,6 +396,168 @@ def ex06_transpose_with_T(q, k, v, chunk_size):
     return _chunked_causal(q, k, v, chunk_size, T=True)
 
 
+def _float32_ledger(q, k, v, chunk_size, *, cast_on_read=False):
+    """The natural start ``S = torch.zeros(d, dv)``: float32 whatever the inputs are (ex06 mutants)."""
+    phi_q, phi_k = elu_plus_one(q), elu_plus_one(k)  # [n, d]
+    S, z = torch.zeros(q.shape[-1], v.shape[-1]), torch.zeros(q.shape[-1], 1)  # float32 on the CPU
+    plates = []
+    for start in range(0, q.shape[-2], chunk_size):
+        qc, kc, vc = (x[..., start : start + chunk_size, :] for x in (phi_q, phi_k, v))
+        scores = (qc @ kc.transpose(-2, -1)).tril()  # [C, C]
+        ledger, total = (S.to(qc.dtype), z.to(qc.dtype)) if cast_on_read else (S, z)
+        plates.append((scores @ vc + qc @ ledger) / (scores.sum(-1, keepdim=True) + qc @ total))
+        if cast_on_read:  # in place: the sums are rounded to float32 at every update
+            S += kc.transpose(-2, -1) @ vc
+            z += kc.sum(-2).unsqueeze(-1)
+        else:  # float32 @ float64 raises before this line is reached
+            S, z = S + kc.transpose(-2, -1) @ vc, z + kc.sum(-2).unsqueeze(-1)
+    return torch.cat(plates, dim=-2)
+
+
+def ex06_float32_ledger(q, k, v, chunk_size):
+    return _float32_ledger(q, k, v, chunk_size)  # passes the notebook's float32 check, not float64
+
+
+def ex06_float32_ledger_cast_on_read(q, k, v, chunk_size):
+    return _float32_ledger(q, k, v, chunk_size, cast_on_read=True)  # runs, but rounds to float32
+
+
+def _bias_and_noise(
+    q, k, v, num_features, redraws, generator, *, error="bias", normalise=True, fresh=True, target="softmax",
+    spread="sample",
+):
+    """A configurable bias/noise measurement for the ex09 mutants; the defaults give the right answer.
+
+    ``error``: "bias" (mean − exact), "rmse" (root mean square of each redraw's error), "abs"
+    (mean |error|), "flipped" (exact − mean); ``normalise=False`` measures the kernel estimate
+    φ(Q)φ(K)ᵀV against exp(QKᵀ/√d)V; ``fresh=False`` draws the features once; ``target``
+    "mean_kernel" compares with the ratio of the averaged numerator and denominator;
+    ``spread``: "sample" (R − 1), "population" (R) or "error_bar" (std/√R).
+    """
+    exact = attention.softmax_attention(q, k, v)  # [..., n, dv]
+    features = random_features.PerformerFeatures(q.shape[-1], num_features, generator=generator)
+    numerators, denominators = [], []
+    for _ in range(redraws):
+        if fresh and numerators:
+            features = random_features.PerformerFeatures(q.shape[-1], num_features, generator=generator)
+        phi_q, phi_k = features(q), features(k)  # [..., n, m], [..., m_keys, m]
+        numerators.append(phi_q @ (phi_k.transpose(-2, -1) @ v))  # [..., n, dv]
+        denominators.append(phi_q @ phi_k.sum(-2).unsqueeze(-1))  # [..., n, 1]
+    numerator, denominator = torch.stack(numerators), torch.stack(denominators)
+    if normalise:
+        outputs = numerator / denominator  # [R, ..., n, dv]
+    else:
+        outputs = numerator
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        exact = scores.exp() @ v  # the kernel's own target
+    if target == "mean_kernel":
+        exact = numerator.mean(0) / denominator.mean(0)
+    errors = outputs - exact
+    bias = {
+        "bias": errors.mean(0),
+        "rmse": errors.pow(2).mean(0).sqrt(),
+        "abs": errors.abs().mean(0),
+        "flipped": -errors.mean(0),
+    }[error]
+    noise = outputs.std(0, correction=0 if spread == "population" else 1)
+    return bias, noise / math.sqrt(redraws) if spread == "error_bar" else noise
+
+
+def ex09_rmse_not_bias(q, k, v, num_features, redraws, generator):
+    return _bias_and_noise(q, k, v, num_features, redraws, generator, error="rmse")
+
+
+def ex09_mean_abs_error(q, k, v, num_features, redraws, generator):
+    return _bias_and_noise(q, k, v, num_features, redraws, generator, error="abs")
+
+
+def ex09_sign_flipped(q, k, v, num_features, redraws, generator):
+    return _bias_and_noise(q, k, v, num_features, redraws, generator, error="flipped")
+
+
+def ex09_kernel_estimate_only(q, k, v, num_features, redraws, generator):
+    return _bias_and_noise(q, k, v, num_features, redraws, generator, normalise=False)
+
+
+def ex09_population_std(q, k, v, num_features, redraws, generator):
+    return _bias_and_noise(q, k, v, num_features, redraws, generator, spread="population")
+
+
+def ex09_error_bar_as_noise(q, k, v, num_features, redraws, generator):
+    return _bias_and_noise(q, k, v, num_features, redraws, generator, spread="error_bar")
+
+
+def ex09_same_features_every_redraw(q, k, v, num_features, redraws, generator):
+    return _bias_and_noise(q, k, v, num_features, redraws, generator, fresh=False)
+
+
+def ex09_against_mean_kernel(q, k, v, num_features, redraws, generator):
+    return _bias_and_noise(q, k, v, num_features, redraws, generator, target="mean_kernel")
+
+
+def ex09_summarised_over_entries(q, k, v, num_features, redraws, generator):
+    bias, noise = _bias_and_noise(q, k, v, num_features, redraws, generator)
+    return bias.pow(2).mean().sqrt(), noise.pow(2).mean().sqrt()  # two numbers, not [..., n, dv]
+
+
+def ex09_global_rng(q, k, v, num_features, redraws, generator):
+    return _bias_and_noise(q, k, v, num_features, redraws, None)
+
+
+def _cost_model(*, flops=1, softmax="both", products=2, projections=2, chunks="all", rounding="ceil"):
+    """A configurable ex10 cost model (cost_model() -> dict of the three functions); defaults are right.
+
+    ``flops=2`` counts FLOPs; ``softmax``: "both" (N²(d + dv)), "scores" (N²d), "2d" (2N²d whatever dv);
+    ``products``: 2 or 1 product of linear attention counted; ``projections``: how many of
+    FAVOR+'s x ωᵀ are counted (0 ignores the feature map); ``chunks``: "all" (N·C·(f + dv)),
+    "one" (a single C×C block) or "none"; ``rounding``: "ceil", "floor", "round" or "float".
+    """
+
+    def macs_softmax(n, d, dv):
+        per_pair = {"both": d + dv, "scores": d, "2d": 2 * d}[softmax]
+        return flops * n * n * per_pair
+
+    def macs_linear(n, d, dv, f, *, projections=False, chunk=None):
+        total = products * n * f * dv + (projections_counted * n * d * f if projections else 0)
+        if chunk is not None and chunks != "none":
+            total += (n * chunk if chunks == "all" else chunk * chunk) * (f + dv)
+        return flops * total
+
+    def predicted_crossover(d, dv, f, *, projections=False, chunk=None):
+        per_token = macs_linear(1, d, dv, f, projections=projections, chunk=chunk)
+        per_pair = macs_softmax(1, d, dv)
+        if chunk is not None and chunks == "one":
+            per_token = macs_linear(1, d, dv, f, projections=projections)  # its constant block ignored
+        quotient = per_token / per_pair
+        return {"ceil": math.ceil, "floor": math.floor, "round": round, "float": float}[rounding](quotient)
+
+    projections_counted = projections
+
+    def cost_model():
+        return {"macs_softmax": macs_softmax, "macs_linear": macs_linear, "predicted_crossover": predicted_crossover}
+
+    return cost_model
+
+
+def _ex10(name, **settings):
+    cost_model = _cost_model(**settings)
+    cost_model.__name__ = name
+    return cost_model
+
+
+ex10_counts_flops = _ex10("ex10_counts_flops", flops=2)  # every count doubled; N* unchanged
+ex10_softmax_scores_only = _ex10("ex10_softmax_scores_only", softmax="scores")
+ex10_softmax_2n2d = _ex10("ex10_softmax_2n2d", softmax="2d")  # the article's 2N²d, wrong once dv != d
+ex10_linear_one_product = _ex10("ex10_linear_one_product", products=1)
+ex10_no_feature_cost = _ex10("ex10_no_feature_cost", projections=0)  # the explorer's old N = m
+ex10_one_projection = _ex10("ex10_one_projection", projections=1)
+ex10_one_chunk_block = _ex10("ex10_one_chunk_block", chunks="one")
+ex10_no_chunk_blocks = _ex10("ex10_no_chunk_blocks", chunks="none")
+ex10_crossover_floor = _ex10("ex10_crossover_floor", rounding="floor")
+ex10_crossover_round = _ex10("ex10_crossover_round", rounding="round")
+ex10_crossover_float = _ex10("ex10_crossover_float", rounding="float")
+
+
 QUIZ_KEY = {
     qid: entry["answer"]
     for qid, entry in json.loads((Path(__file__).parents[1] / "solutions" / "quiz_key.json").read_text()).items()
@@ -492,8 +654,35 @@ MUTANTS: dict[str, list[Mutant]] = {
         (ex06_ignores_chunk_size, "long_sequence"),
         (ex06_no_normaliser, "values constant_values"),
         (ex06_transpose_with_T, "batch_dims"),
+        (ex06_float32_ledger, "shape_and_dtype values chunk_size_one one_chunk no_future_leakage constant_values"),
+        (ex06_float32_ledger_cast_on_read, "values chunk_size_one constant_values"),
     ),
     "ex08_interview_quiz": _mutants(*((_quiz_mutant(qid), qid.lower()) for qid in QUIZ_KEY)),
+    "ex09_estimator_bias": _mutants(
+        (ex09_rmse_not_bias, "bias_matches bias_shrinks_like_1_over_m"),
+        (ex09_mean_abs_error, "bias_matches bias_shrinks_like_1_over_m"),
+        (ex09_sign_flipped, "bias_matches"),
+        (ex09_kernel_estimate_only, "bias_matches noise_matches constant_values"),
+        (ex09_population_std, "noise_matches"),
+        (ex09_error_bar_as_noise, "noise_matches"),
+        (ex09_same_features_every_redraw, "bias_matches noise_matches noise_shrinks_like_1_over_sqrt_m"),
+        (ex09_against_mean_kernel, "bias_matches"),
+        (ex09_global_rng, "bias_matches noise_matches uses_generator"),
+        (ex09_summarised_over_entries, "shape_and_dtype bias_matches noise_matches"),
+    ),
+    "ex10_crossover": _mutants(
+        (ex10_counts_flops, "softmax_count linear_count favor_projections causal_chunks"),
+        (ex10_softmax_scores_only, "softmax_count elu_crossover_is_d crossover_general crossover_rounds_up"),
+        (ex10_softmax_2n2d, "softmax_count crossover_general crossover_rounds_up"),
+        (ex10_linear_one_product, "linear_count favor_projections causal_chunks elu_crossover_is_d"),
+        (ex10_no_feature_cost, "favor_projections favor_crossover_is_2m crossover_general"),
+        (ex10_one_projection, "favor_projections favor_crossover_is_2m crossover_general"),
+        (ex10_one_chunk_block, "causal_chunks crossover_general"),
+        (ex10_no_chunk_blocks, "causal_chunks crossover_general crossover_rounds_up"),
+        (ex10_crossover_floor, "crossover_general crossover_rounds_up"),
+        (ex10_crossover_round, "crossover_general crossover_rounds_up"),
+        (ex10_crossover_float, "elu_crossover_is_d favor_crossover_is_2m crossover_general crossover_rounds_up"),
+    ),
 }
 
 
@@ -551,6 +740,28 @@ def ex08_letters_as_sets():
     return {qid: set(key.lower()) if len(key) > 1 else key.lower() for qid, key in QUIZ_KEY.items()}
 
 
+def ex09_one_map_redrawn(q, k, v, num_features, redraws, generator):
+    """One PerformerFeatures redrawn in place, the outputs by kernel_attention, std via var().sqrt()."""
+    features = random_features.PerformerFeatures(q.shape[-1], num_features, generator=generator)
+    outputs = []
+    for index in range(redraws):
+        if index:
+            features.redraw(generator)  # the same draws as a fresh PerformerFeatures
+        outputs.append(attention.kernel_attention(q, k, v, features))
+    outputs = torch.stack(outputs, dim=-1)  # [..., n, dv, R]
+    return outputs.mean(-1) - attention.softmax_attention(q, k, v), outputs.var(-1).sqrt()
+
+
+def ex10_closed_forms():
+    """N* written out case by case with math.ceil instead of from the per-token count."""
+
+    def predicted_crossover(d, dv, f, *, projections=False, chunk=None):
+        top = 2 * f * dv + (2 * d * f if projections else 0) + (chunk * (f + dv) if chunk else 0)
+        return math.ceil(top / (d + dv))
+
+    return {**_cost_model()(), "predicted_crossover": predicted_crossover}
+
+
 ALTERNATIVES: dict[str, list[Callable]] = {
     "ex03_positive_random_features": [random_features.positive_random_features, ex03_log_space],
     "ex04_orthogonal_gaussian": [random_features.orthogonal_gaussian, ex04_lengths_first_rows_of_q],
@@ -558,6 +769,8 @@ ALTERNATIVES: dict[str, list[Callable]] = {
     "ex05_causal_linear_attention": [ex05_course_lib, ex05_float64_ledger_cast_back],
     "ex06_chunked_causal": [ex06_course_lib],
     "ex08_interview_quiz": [ex08_letters_as_sets],
+    "ex09_estimator_bias": [ex09_one_map_redrawn],
+    "ex10_crossover": [ex10_closed_forms],
 }
 
 

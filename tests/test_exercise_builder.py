@@ -144,3 +144,16 @@ def test_solution_metadata_names_a_registered_exercise_and_its_function(path):
     meta = nbformat.read(path, as_version=4).metadata["course_lib"]
     assert meta["exercise"] == path.stem
     assert meta["function"] == load_exercise(meta["exercise"]).function_name
+
+
+def test_a_long_hint_becomes_string_literals_on_lines_of_at_most_100_characters():
+    hint = "compute the blackboard S = φ(K)ᵀV and the normaliser z, " * 4 + 'then "divide"'
+    source = f"def f(x):\n    # BEGIN SOLUTION: {hint}\n    return x\n    # END SOLUTION"
+    stripped = strip(source)
+    assert all(len(line) <= 100 for line in stripped.splitlines())
+    assert stripped.splitlines()[1] == "    raise NotImplementedError("
+    namespace = {}
+    exec(stripped, namespace)
+    with pytest.raises(NotImplementedError) as error:
+        namespace["f"](1)
+    assert str(error.value) == f"ex99_demo: {hint.strip()}"

@@ -58,6 +58,8 @@ EXERCISES = [
     "ex05_causal_linear_attention",
     "ex06_chunked_causal",
     "ex07_rope",
+    "ex09_estimator_bias",
+    "ex10_crossover",
 ]
 CHEATS = dict(zip(EXERCISES[:3] + EXERCISES[4:6], (cheat_ex01, cheat_ex02, cheat_ex03, cheat_ex05, cheat_ex06)))
 SCRIBBLES = dict(
@@ -196,12 +198,51 @@ MISTAKE_FEEDBACK = [
     ("ex06_last_partial_chunk_dropped", "shape_and_dtype", "output has shape [20, 3], expected [23, 3] = [..., n, dv]"),
     ("ex06_ignores_chunk_size", "long_sequence", "can't allocate memory"),
     ("ex06_transpose_with_T", "batch_dims", "the batch dims are mishandled: transpose with .transpose(-2, -1)"),
+    ("ex06_float32_ledger", "shape_and_dtype", "your ledger is float32 while the inputs are float64"),
+    ("ex06_float32_ledger", "values", "double != float; your ledger is float32 while the inputs are float64"),
+    ("ex06_float32_ledger", "batch_dims", "your ledger is float32 while the inputs are float64"),
+    ("ex06_float32_ledger_cast_on_read", "values", "float32 rounding, not a wrong formula: your ledger is float32"),
+    ("ex02_normaliser_not_unsqueezed", "shape_and_dtype", "give the normaliser a trailing axis, [..., n, 1]"),
+    ("ex02_normaliser_not_unsqueezed", "constant_values", "give the normaliser a trailing axis, [..., n, 1]"),
+    ("ex09_rmse_not_bias", "bias_shrinks_like_1_over_m", "expected an exponent in [-1.5, -0.7] (1/m)"),
+    ("ex09_rmse_not_bias", "bias_matches", "your bias is never negative"),
+    ("ex09_sign_flipped", "bias_matches", "the sign is flipped"),
+    ("ex09_kernel_estimate_only", "constant_values", "compare the NORMALISED output"),
+    ("ex09_population_std", "noise_matches", "that divides by R (population)"),
+    ("ex09_error_bar_as_noise", "noise_matches", "that is std/√R, the error bar of the mean"),
+    ("ex09_same_features_every_redraw", "noise_matches", "the noise is 0: every redraw used the same features"),
+    ("ex09_same_features_every_redraw", "noise_shrinks_like_1_over_sqrt_m", "is 0, 0, 0, 0: it must be > 0"),
+    ("ex09_global_rng", "uses_generator", "the call advanced torch's global random generator"),
+    ("ex09_summarised_over_entries", "shape_and_dtype", "output has shape [], expected [5, 3] = [..., n, dv]"),
+    ("ex10_counts_flops", "softmax_count", "FLOPs (2 per multiply-add); the course counts multiply-adds"),
+    ("ex10_softmax_scores_only", "softmax_count", "the weighted sum of the values adds N·N·dv"),
+    ("ex10_softmax_2n2d", "softmax_count", "2N²d holds only when dv = d"),
+    ("ex10_linear_one_product", "linear_count", "one product is missing"),
+    ("ex10_no_feature_cost", "favor_projections", "the feature map is free here"),
+    ("ex10_no_feature_cost", "favor_crossover_is_2m", "that is N = m: the projections x ωᵀ (2·N·d·m) are left out"),
+    ("ex10_one_projection", "favor_projections", "only one projection counted"),
+    ("ex10_one_chunk_block", "causal_chunks", "one C×C block counted"),
+    ("ex10_no_chunk_blocks", "causal_chunks", "the C×C blocks inside the chunks are missing"),
+    ("ex10_crossover_floor", "crossover_rounds_up", "round the quotient UP (math.ceil)"),
+    ("ex10_crossover_round", "crossover_rounds_up", "returned 51, expected 52"),
+    ("ex10_crossover_float", "elu_crossover_is_d", "returned 16.0 (float); return an int"),
 ]
 
 
 @pytest.mark.parametrize(("mutant", "test", "says"), MISTAKE_FEEDBACK, ids=[f"{m}-{t}" for m, t, _ in MISTAKE_FEEDBACK])
 def test_feedback_names_the_mistake(mutant, test, says, mutant_results):
     assert says in feedback(mutant_results[mutant])[test]
+
+
+EXACTLY_FAILS = [  # mistakes that must cost these tests' points and no others
+    ("ex04_float32", {"shape_and_dtype"}),  # a float32 panel is otherwise perfect: only the dtype test costs
+    ("ex06_float32_ledger", {t.name for t in load_exercise("ex06_chunked_causal").tests} - {"long_sequence"}),
+]
+
+
+@pytest.mark.parametrize(("mutant", "tests"), EXACTLY_FAILS, ids=[m for m, _ in EXACTLY_FAILS])
+def test_mistake_costs_exactly_these_tests(mutant, tests, mutant_results):
+    assert failed(mutant_results[mutant]) == tests
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,11 @@ import torch
 from course_lib.grading.core import GradingFailure
 
 EXACT = {"atol": 1e-10, "rtol": 1e-10}  # float64 answers that must agree to rounding (every exercise's default)
+FLOAT32_HINT = (
+    "errors of this size are float32 rounding: some tensor on the way is float32 while the inputs are "
+    "float64 (torch.zeros, torch.ones and torch.tensor make float32 unless given dtype=q.dtype)"
+)
+Explain = Callable[[BaseException], str]  # the student's exception -> a hint naming the likely mistake, or ""
 
 
 def make_qkv(
@@ -38,33 +43,49 @@ def _join(message: str, hint: str) -> str:
     return f"{message}; {hint}" if hint else message
 
 
-def call(fn: Callable, *args: torch.Tensor, hint: str = "", **kwargs: object) -> object:
-    """``fn(*clones of args, **kwargs)``; an exception in it becomes a ``GradingFailure``."""
+def call(
+    fn: Callable, *args: torch.Tensor, hint: str = "", explain: Explain | None = None, **kwargs: object
+) -> object:
+    """``fn(*clones of args, **kwargs)``; an exception in it becomes a ``GradingFailure`` (see ``attempt``)."""
     shapes = ", ".join(str(list(arg.shape)) for arg in args)
     extra = "".join(f", {key}={value!r}" for key, value in kwargs.items())
-    return attempt(fn, *(arg.clone() for arg in args), shown=f"inputs of shape {shapes}{extra}", hint=hint, **kwargs)
+    shown = f"inputs of shape {shapes}{extra}"
+    return attempt(fn, *(arg.clone() for arg in args), shown=shown, hint=hint, explain=explain, **kwargs)
 
 
-def attempt(fn: Callable, *args: object, shown: str, hint: str = "", **kwargs: object) -> object:
+def attempt(
+    fn: Callable, *args: object, shown: str, hint: str = "", explain: Explain | None = None, **kwargs: object
+) -> object:
     """``fn(*args, **kwargs)`` as given; an exception in it becomes a ``GradingFailure`` naming ``fn(shown)``.
 
     For arguments that are not tensors (sizes, a generator), where ``call`` has
     nothing to clone; ``shown`` describes them readably and stably, e.g.
-    ``"8, 4, generator=<seeded with 3>"``.
+    ``"8, 4, generator=<seeded with 3>"``. ``explain(error)`` may recognise the
+    exception (a dtype clash, a broadcast of mismatched shapes) and return a hint
+    naming the likely mistake; that hint then replaces ``hint``, which was written
+    for wrong answers, not for crashes.
     """
     try:
         return fn(*args, **kwargs)
     except (Exception, SystemExit) as error:  # noqa: BLE001 - the student's exception is the feedback
         name = getattr(fn, "__name__", "your function")
-        raise GradingFailure(_join(f"{name}({shown}) raised {type(error).__name__}: {error}", hint)) from None
+        diagnosis = explain(error) if explain is not None else ""
+        message = f"{name}({shown}) raised {type(error).__name__}: {error}"
+        raise GradingFailure(_join(message, diagnosis or hint)) from None
 
 
 def answers(
-    fn: Callable, reference: Callable, inputs: tuple[torch.Tensor, ...], *, hint: str = "", **kwargs: object
+    fn: Callable,
+    reference: Callable,
+    inputs: tuple[torch.Tensor, ...],
+    *,
+    hint: str = "",
+    explain: Explain | None = None,
+    **kwargs: object,
 ) -> tuple[object, torch.Tensor]:
     """(fn's answer, the expected answer) on ``inputs``: the reference runs FIRST, fn gets clones."""
     expected = reference(*inputs, **kwargs)
-    return call(fn, *inputs, hint=hint, **kwargs), expected
+    return call(fn, *inputs, hint=hint, explain=explain, **kwargs), expected
 
 
 def expect_output(
@@ -97,23 +118,58 @@ def expect_output(
     return out.detach().cpu()
 
 
-def expect_close(out: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol: float, hint: str = "") -> None:
-    """|out - expected| ≤ atol + rtol·|expected| everywhere, else name the worst entry."""
+def looks_like_float32_rounding(error: torch.Tensor, expected: torch.Tensor, rtol: float) -> bool:
+    """True when a float64 answer misses by 1e-9 .. 1e-5 of the output's size: float32 rounding, not a formula.
+
+    A wrong formula misses by a sizeable fraction of the output; a float32 tensor
+    somewhere on the way (eps 1.2e-7) leaves errors of ~1e-7 relative. Only asked
+    of float64 answers graded to rounding (``rtol`` below 1e-8).
+    """
+    scale = float(expected.abs().max()) if expected.numel() else 0.0
+    if expected.dtype != torch.float64 or rtol >= 1e-8 or not scale > 0:
+        return False
+    return 1e-9 < float(error.max()) / scale < 1e-5
+
+
+def expect_close(
+    out: torch.Tensor,
+    expected: torch.Tensor,
+    *,
+    atol: float,
+    rtol: float,
+    hint: str = "",
+    float32_hint: str = FLOAT32_HINT,
+) -> None:
+    """|out - expected| ≤ atol + rtol·|expected| everywhere, else name the worst entry.
+
+    When the miss looks like float32 rounding (``looks_like_float32_rounding``),
+    ``float32_hint`` replaces ``hint``: the formula is right, a dtype is not.
+    """
     error = (out - expected).abs()
     excess = error - (atol + rtol * expected.abs())
     if (excess > 0).any():
         worst = int(error.argmax())
         index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), error.shape))
-        raise GradingFailure(
-            _join(f"output differs from the reference: max |error| {float(error.max()):.3g} at index {index}", hint)
-        )
+        relative = float(error.max()) / max(float(expected.abs().max()), 1e-300)
+        message = f"output differs from the reference: max |error| {float(error.max()):.3g} at index {index}"
+        if looks_like_float32_rounding(error, expected, rtol):
+            message, hint = f"{message} ({relative:.1e} of the output's size)", float32_hint
+        raise GradingFailure(_join(message, hint))
 
 
 def compare(
-    out: object, expected: torch.Tensor, *, atol: float, rtol: float, hint: str = "", layout: str = "[..., n, dv]"
+    out: object,
+    expected: torch.Tensor,
+    *,
+    atol: float,
+    rtol: float,
+    hint: str = "",
+    layout: str = "[..., n, dv]",
+    float32_hint: str = FLOAT32_HINT,
 ) -> None:
     """``expect_output`` then ``expect_close``: right type, shape, dtype, finite, and values."""
-    expect_close(expect_output(out, expected, hint=hint, layout=layout), expected, atol=atol, rtol=rtol, hint=hint)
+    checked = expect_output(out, expected, hint=hint, layout=layout)
+    expect_close(checked, expected, atol=atol, rtol=rtol, hint=hint, float32_hint=float32_hint)
 
 
 def compare_batched(
@@ -125,6 +181,7 @@ def compare_batched(
     rtol: float,
     advice: str = "use k.transpose(-2, -1), not k.T",
     layout: str = "[..., n, dv]",
+    explain: Explain | None = None,
     **kwargs: object,
 ) -> None:
     """``compare`` on batched inputs [B, H, n, d], with a hint that says whether the batch dims are to blame.
@@ -132,14 +189,15 @@ def compare_batched(
     On a mismatch the first slice [n, d] is graded alone (inputs with two dims
     stay whole): right there means the batch handling is wrong, and ``advice``
     says how to fix it (typically ``.T``); wrong there means the formula is.
-    ``layout`` names the output's axes; ``kwargs`` go to both ``fn`` and ``reference``.
+    ``layout`` names the output's axes; ``explain`` goes to ``attempt``; ``kwargs`` go to
+    both ``fn`` and ``reference``.
     """
     try:
-        compare(*answers(fn, reference, inputs, **kwargs), atol=atol, rtol=rtol, layout=layout)
+        compare(*answers(fn, reference, inputs, explain=explain, **kwargs), atol=atol, rtol=rtol, layout=layout)
     except GradingFailure as failure:
         first = tuple(x[(0,) * (x.dim() - 2)] for x in inputs)  # [n, d]: one batch entry, one head
         try:
-            compare(*answers(fn, reference, first, **kwargs), atol=atol, rtol=rtol, layout=layout)
+            compare(*answers(fn, reference, first, explain=explain, **kwargs), atol=atol, rtol=rtol, layout=layout)
             hint = f"a single [n, d] slice is right, so the batch dims are mishandled: {advice}"
         except GradingFailure:
             hint = "the answer is wrong even without batch dims: fix the `values` test first"
@@ -180,18 +238,19 @@ def expect_no_future_leak(
     *,
     t: int,
     hint: str = "",
+    explain: Explain | None = None,
     **kwargs: object,
 ) -> None:
     """Causal attention: outputs 0..t of ``fn`` must not move when only the tokens after position t change.
 
     ``fn`` runs on ``inputs`` (each [..., n, ·]) and again on them with the rows
     after t taken from ``future`` (same shapes); ``reference`` gives the expected
-    shapes. The message names the first position that moved.
+    shapes. The message names the first position that moved; ``explain`` goes to ``attempt``.
     """
     pairs = zip(inputs, future, strict=True)
     spliced = tuple(torch.cat([x[..., : t + 1, :], y[..., t + 1 :, :]], dim=-2) for x, y in pairs)  # past kept
-    before = expect_output(*answers(fn, reference, inputs, hint=hint, **kwargs), hint=hint)
-    after = expect_output(*answers(fn, reference, spliced, hint=hint, **kwargs), hint=hint)
+    before = expect_output(*answers(fn, reference, inputs, hint=hint, explain=explain, **kwargs), hint=hint)
+    after = expect_output(*answers(fn, reference, spliced, hint=hint, explain=explain, **kwargs), hint=hint)
     moved = ((before - after).abs()[..., : t + 1, :] > 1e-12).any(dim=-1)  # [..., t + 1]
     if moved.any():
         position = int(moved.nonzero()[:, -1].min())

@@ -15,26 +15,36 @@ FUNCTION_NAME = "linear_attention"
 TITLE = "Linear attention: one blackboard for the whole canteen"
 
 FORMULA_HINT = "expected out_i = φ(q_i)ᵀ(φ(K)ᵀV) / (φ(q_i)ᵀ Σ_j φ(k_j)) with φ(x) = elu(x) + 1"
+NORMALISER_HINT = (
+    "the normaliser φ(Q)z has shape [..., n] and the numerator [..., n, dv]: give the normaliser a "
+    "trailing axis, [..., n, 1] (z.unsqueeze(-1), or keepdim=True), so it divides each row"
+)
 LONG_N = 2**23
+
+
+def explain(error: BaseException) -> str:
+    """The normaliser hint for a broadcast error (the division the exercise warns about), else ""."""
+    return NORMALISER_HINT if "must match the size of tensor" in str(error) else ""
 
 
 @grader_test(points=2)
 def shape_and_dtype(fn):
     """returns a tensor [..., n, dv] in the inputs' dtype (checked with n != m and dv != d)"""
-    expect_output(*answers(fn, kernel_attention, make_qkv(n=5, m=7, d=4, dv=3, seed=11)))
+    expect_output(*answers(fn, kernel_attention, make_qkv(n=5, m=7, d=4, dv=3, seed=11), explain=explain))
 
 
 @grader_test(points=3)
 def values(fn):
     """matches the kernel oracle (φ(Q)φ(K)ᵀ, row-normalised) V in float64"""
-    out, expected = answers(fn, kernel_attention, make_qkv(n=6, m=9, d=8, dv=5, seed=12))
+    out, expected = answers(fn, kernel_attention, make_qkv(n=6, m=9, d=8, dv=5, seed=12), explain=explain)
     compare(out, expected, **EXACT, hint=FORMULA_HINT)
 
 
 @grader_test(points=2)
 def batch_dims(fn):
     """keeps leading batch/head dims: q [2, 3, n, d] -> [2, 3, n, dv]"""
-    compare_batched(fn, kernel_attention, make_qkv(batch=(2, 3), n=6, m=9, d=4, dv=5, seed=13), **EXACT)
+    inputs = make_qkv(batch=(2, 3), n=6, m=9, d=4, dv=5, seed=13)
+    compare_batched(fn, kernel_attention, inputs, **EXACT, explain=explain)
 
 
 @grader_test(points=1)
@@ -43,7 +53,7 @@ def constant_values(fn):
     q, k, _ = make_qkv(n=6, m=9, d=4, dv=3, seed=14)
     v = torch.tensor([1.5, -2.0, 0.25], dtype=torch.float64).expand(9, 3).clone()  # v_j = c for every key
     expected = v[:1].expand(6, 3).clone()  # [n, dv]: every query gets c, whatever its weights
-    out = call(fn, q, k, v)
+    out = call(fn, q, k, v, explain=explain)
     compare(out, expected, **EXACT, hint="each query's weights must sum to 1: divide by φ(q_i)ᵀ Σ_j φ(k_j)")
 
 
@@ -58,5 +68,5 @@ def long_sequence(fn):
     q, k, v = make_qkv(n=LONG_N, m=LONG_N, d=2, dv=2, seed=15, dtype=torch.float32)
     v += k  # [m, 2], correlated with k so each query's output depends on it
     hint = "compute φ(K)ᵀV [d, dv] and Σ_j φ(k_j) [d] first, never the n×m matrix φ(Q)φ(K)ᵀ"
-    out, expected = answers(fn, linear_attention, (q, k, v), hint=hint)
+    out, expected = answers(fn, linear_attention, (q, k, v), hint=hint, explain=explain)
     compare(out, expected, atol=1e-4, rtol=1e-3, hint=FORMULA_HINT)

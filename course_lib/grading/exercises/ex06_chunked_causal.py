@@ -34,6 +34,25 @@ BLOCK_HINT = (
     "add the chunk's own keys to the ledger only after its queries have read it"
 )
 LAST_CHUNK_HINT = "the last chunk may be shorter than chunk_size: x[..., start : start + chunk_size, :] handles it"
+LEDGER_DTYPE_HINT = (
+    "your ledger is float32 while the inputs are float64: torch.zeros(d, dv) makes float32 unless told "
+    "otherwise; create S and z with phi_k.new_zeros(...) or torch.zeros(..., dtype=q.dtype, device=q.device)"
+)
+LEDGER_ROUNDING_HINT = (
+    "errors of this size are float32 rounding, not a wrong formula: your ledger is float32 while the inputs "
+    "are float64 (torch.zeros(d, dv) makes float32; S += ... keeps it float32); create S and z with "
+    "phi_k.new_zeros(...)"
+)
+DTYPE_CLASH = ("same dtype", "scalar type", "double != float", "Double and Float", "Float and Double")
+
+
+def explain(error: BaseException) -> str:
+    """The ledger-dtype hint when the student's code raised a float32/float64 clash, else "".
+
+    Every test but long_sequence feeds float64 inputs, and a ledger started with
+    ``torch.zeros(d, dv)`` is float32: the first matmul with it raises.
+    """
+    return LEDGER_DTYPE_HINT if any(clash in str(error) for clash in DTYPE_CLASH) else ""
 
 
 def chunked_key(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, chunk_size: int) -> torch.Tensor:
@@ -45,15 +64,18 @@ def graded(fn, inputs: tuple[torch.Tensor, ...], chunk_sizes: tuple[int, ...], w
     """``fn(*inputs, chunk_size=c)`` must match the key in float64 for every c; ``why`` follows c in the hint."""
     for chunk_size in chunk_sizes:
         hint = f"chunk_size={chunk_size}{why}: {BLOCK_HINT}"
-        compare(*answers(fn, chunked_key, inputs, hint=hint, chunk_size=chunk_size), **EXACT, hint=hint)
+        out, expected = answers(fn, chunked_key, inputs, hint=hint, explain=explain, chunk_size=chunk_size)
+        compare(out, expected, **EXACT, hint=hint, float32_hint=LEDGER_ROUNDING_HINT)
 
 
 @grader_test(points=1)
 def shape_and_dtype(fn):
     """returns a tensor [..., n, dv] in the inputs' dtype (float64 and float32; n = 23, chunk_size = 5)"""
+    reason = "the inputs' dtype; a ledger made by torch.zeros(d, dv) is float32: use phi_k.new_zeros(...)"
     for dtype in (torch.float64, torch.float32):
         inputs = make_qkv(n=23, m=23, d=4, dv=3, seed=61, dtype=dtype)
-        expect_output(*answers(fn, chunked_key, inputs, hint=LAST_CHUNK_HINT, chunk_size=5), hint=BLOCK_HINT)
+        out, expected = answers(fn, chunked_key, inputs, hint=LAST_CHUNK_HINT, explain=explain, chunk_size=5)
+        expect_output(out, expected, hint=BLOCK_HINT, dtype_reason=reason)
 
 
 @grader_test(points=2)
@@ -79,7 +101,7 @@ def batch_dims(fn):
     """keeps leading batch/head dims: q [2, 3, n, d] -> [2, 3, n, dv] (n = 11, chunk_size = 4)"""
     inputs = make_qkv(batch=(2, 3), n=11, m=11, d=4, dv=5, seed=65)
     advice = "transpose with .transpose(-2, -1), slice chunks as x[..., a:b, :] and keep the ledger [..., d, dv]"
-    compare_batched(fn, chunked_key, inputs, **EXACT, advice=advice, chunk_size=4)
+    compare_batched(fn, chunked_key, inputs, **EXACT, advice=advice, explain=explain, chunk_size=4)
 
 
 @grader_test(points=1)
@@ -87,7 +109,7 @@ def no_future_leakage(fn):
     """changing the tokens after position t = 6, in the middle of chunk [5, 10), leaves outputs 0..6 unchanged"""
     inputs, future = (make_qkv(n=13, m=13, d=4, dv=3, seed=seed) for seed in (66, 67))
     hint = "inside a chunk, query i sees keys j ≤ i only (tril); the ledger holds the earlier chunks only"
-    expect_no_future_leak(fn, chunked_key, inputs, future, t=6, hint=hint, chunk_size=5)
+    expect_no_future_leak(fn, chunked_key, inputs, future, t=6, hint=hint, explain=explain, chunk_size=5)
 
 
 @grader_test(points=1)
@@ -95,7 +117,8 @@ def constant_values(fn):
     """returns that vector at every position when every value row is the same vector (the normaliser)"""
     inputs, expected = constant_value_inputs(*make_qkv(n=12, m=12, d=4, dv=3, seed=68)[:2], (1.5, -2.0, 0.25))
     hint = "divide each query's numerator (block + ledger) by its denominator (block row sum + φ(q_i)ᵀz)"
-    compare(call(fn, *inputs, hint=hint, chunk_size=5), expected, **EXACT, hint=hint)
+    out = call(fn, *inputs, hint=hint, explain=explain, chunk_size=5)
+    compare(out, expected, **EXACT, hint=hint, float32_hint=LEDGER_ROUNDING_HINT)
 
 
 @grader_test(points=2)
