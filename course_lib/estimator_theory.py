@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from course_lib.validation import require_tensor
+from course_lib.validation import require_one_query, require_tensor
 
 
 def _pair(x: torch.Tensor, y: torch.Tensor) -> int:
@@ -136,14 +136,7 @@ def _ratio_moments(
     E[Y_i Y_j] = exp(‖2q + k_i + k_j‖²/2 − ‖q‖² − (‖k_i‖² + ‖k_j‖²)/2) (Gaussian MGF), minus
     SM_i SM_j. b = Σ_j SM_j, o = Σ_j SM_j v_j / b (the softmax output), D = values − o [n, dv].
     """
-    require_tensor("query", query, min_dims=1)
-    require_tensor("keys", keys, min_dims=2)
-    require_tensor("values", values, min_dims=2)
-    if query.dim() != 1 or keys.dim() != 2 or keys.shape[-1] != query.shape[-1]:
-        got = f"{tuple(query.shape)} and {tuple(keys.shape)}"
-        raise ValueError(f"query must be [d] and keys [n, d] with the same d, got {got}")
-    if values.dim() != 2 or values.shape[0] != keys.shape[0]:
-        raise ValueError(f"values must be [n, dv] with n = {keys.shape[0]} rows, got {tuple(values.shape)}")
+    require_one_query(query, keys, values)
     kernel = softmax_kernel(query, keys)  # [n]
     sums = 2 * query + keys[:, None, :] + keys[None, :, :]  # [n, n, d]
     norms = keys.pow(2).sum(-1)  # [n]

@@ -14,7 +14,7 @@ import torch
 from torch.utils import benchmark
 
 from course_lib.random_features import iid_gaussian, orthogonal_gaussian
-from course_lib.validation import require_tensor
+from course_lib.validation import require_one_query, require_tensor
 
 
 def time_call(fn: Callable[[], object], *, min_run_time: float = 0.2) -> float:
@@ -264,14 +264,7 @@ def normalised_output_estimates(
     softmax output that is biased at every finite m (notebook 06, "The normalised output is
     biased"). Query and keys enter unscaled: softmax here is of queryᵀk_j.
     """
-    require_tensor("query", query, min_dims=1)
-    require_tensor("keys", keys, min_dims=2)
-    require_tensor("values", values, min_dims=2)
-    if query.dim() != 1 or keys.dim() != 2 or keys.shape[-1] != query.shape[-1]:
-        got = f"{tuple(query.shape)} and {tuple(keys.shape)}"
-        raise ValueError(f"query must be [d] and keys [n, d] with the same d, got {got}")
-    if values.dim() != 2 or values.shape[0] != keys.shape[0]:
-        raise ValueError(f"values must be [n, dv] with n = {keys.shape[0]} rows, got {tuple(values.shape)}")
+    require_one_query(query, keys, values)
     pairs = query.expand_as(keys)  # [n, d]: the query paired with every key
     estimates = simulate_kernel_estimates(features, pairs, keys, m, redraws, kind=kind, generator=generator)
     return (estimates.T @ values) / estimates.sum(0)[:, None]  # [redraws, dv]

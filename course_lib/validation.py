@@ -21,6 +21,22 @@ def require_tensor(name: str, x: object, *, min_dims: int = 2) -> torch.Tensor:
     return x
 
 
+def require_one_query(query: object, keys: object, values: object) -> None:
+    """Check the shapes of one query against its keys: query [d], keys [n, d], values [n, dv].
+
+    The Monte Carlo and closed-form studies of one attention row (notebook 06) take this layout.
+    """
+    require_tensor("query", query, min_dims=1)
+    require_tensor("keys", keys, min_dims=2)
+    require_tensor("values", values, min_dims=2)
+    if query.dim() != 1 or keys.dim() != 2 or keys.shape[-1] != query.shape[-1]:
+        got = f"{tuple(query.shape)} and {tuple(keys.shape)}"
+        raise ValueError(f"query must be [d] and keys [n, d] with the same d, got {got}")
+    if values.dim() != 2 or values.shape[0] != keys.shape[0]:
+        rows = keys.shape[0]
+        raise ValueError(f"values must be [n, dv] with n = {rows} rows, got {tuple(values.shape)}")
+
+
 def all_finite(x: torch.Tensor) -> bool:
     """True when ``x`` holds no NaN or infinity.
 

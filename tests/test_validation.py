@@ -155,3 +155,16 @@ def test_all_finite_survives_a_sum_that_overflows_and_catches_every_bad_entry(dt
         assert not all_finite(x)
     mixed = torch.tensor([math.inf, -math.inf], dtype=dtype)  # inf - inf: the sum is NaN, still caught
     assert not all_finite(mixed)
+
+
+def test_require_one_query_names_the_argument_that_does_not_fit():
+    from course_lib.validation import require_one_query
+
+    query, keys, values = torch.zeros(4), torch.zeros(3, 4), torch.zeros(3, 2)
+    require_one_query(query, keys, values)  # fits: nothing raised
+    with pytest.raises(ValueError, match=r"query must be \[d\] and keys \[n, d\] with the same d"):
+        require_one_query(torch.zeros(5), keys, values)
+    with pytest.raises(ValueError, match=r"values must be \[n, dv\] with n = 3 rows, got \(2, 2\)"):
+        require_one_query(query, keys, torch.zeros(2, 2))
+    with pytest.raises(TypeError, match="keys must be a torch.Tensor"):
+        require_one_query(query, [[0.0] * 4], values)

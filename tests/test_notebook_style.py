@@ -1,0 +1,112 @@
+"""The shape every notebook promises its reader: short cells, readable lines, lessons that end with a
+summary, an interview check with hidden answers and the exercise, and links that lead somewhere."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted(
+    p for folder in ("notebooks", "solutions", "exercises") for p in (ROOT / folder).glob("*.ipynb")
+)
+APPENDICES = {"03b_kernel_numerics"}  # optional reading: a summary, no interview check of its own
+LESSONS = sorted(p for p in (ROOT / "notebooks").glob("0[1-9]*.ipynb") if p.stem not in APPENDICES)
+MAX_CELL_LINES = 20
+REBUILD_MARK = "plain-python rebuild (up to 30 lines allowed)"  # seed 2's loops, re-built in 05b
+MAX_REBUILD_LINES = 30
+MAX_LINE = 100
+LINK = re.compile(r"\]\(([^)\s]+?\.ipynb)(#[^)\s]*)?\)")
+
+
+def cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["cells"]
+
+
+def source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def ids(paths):
+    return [str(p.relative_to(ROOT)) for p in paths]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
+def test_code_cells_are_short_and_lines_readable(path):
+    problems = []
+    for index, cell in enumerate(cells(path)):
+        if cell["cell_type"] != "code":
+            continue
+        lines = source(cell).splitlines()
+        limit = MAX_REBUILD_LINES if lines and REBUILD_MARK in lines[0] else MAX_CELL_LINES
+        if len(lines) > limit:
+            problems.append(f"c{index}: {len(lines)} lines (at most {limit})")
+        problems += [
+            f"c{index}: a line of {len(line)} characters (at most {MAX_LINE}): {line[:40]}..."
+            for line in lines
+            if len(line) > MAX_LINE
+        ]
+    assert not problems, "\n".join(problems)
+
+
+def anchors(path: Path) -> set[str]:
+    """JupyterLab's heading anchors: the heading text with spaces turned into hyphens."""
+    found = set()
+    for cell in cells(path):
+        if cell["cell_type"] == "markdown":
+            for heading in re.findall(r"^#+\s+(.+?)\s*$", source(cell), flags=re.M):
+                found.add(heading.replace(" ", "-"))
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
+def test_notebook_links_lead_to_existing_notebooks_and_sections(path):
+    broken = []
+    for index, cell in enumerate(cells(path)):
+        if cell["cell_type"] != "markdown":
+            continue
+        for target, anchor in LINK.findall(source(cell)):
+            if "://" in target:
+                continue
+            linked = (path.parent / target).resolve()
+            if not linked.exists():
+                broken.append(f"c{index}: {target} does not exist")
+            elif anchor and anchor[1:] not in anchors(linked):
+                broken.append(f"c{index}: {target} has no section {anchor}")
+    assert not broken, "\n".join(broken)
+
+
+def headed(cell: dict, title: str) -> bool:
+    return cell["cell_type"] == "markdown" and source(cell).lstrip().startswith(f"## {title}")
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=ids(LESSONS))
+def test_lesson_ends_with_summary_interview_check_and_exercise(path):
+    tail = cells(path)[-6:]
+    titles = [i for i, c in enumerate(tail) if headed(c, "Summary")]
+    assert titles, f"{path.name}: no '## Summary' cell among the last cells"
+    summary, check, answers, exercise = tail[titles[-1]: titles[-1] + 4]
+    bullets = re.findall(r"^\s*[*-] ", source(summary), flags=re.M)
+    assert 3 <= len(bullets) <= 6, f"{path.name}: the summary has {len(bullets)} bullets (3 to 6)"
+    assert headed(check, "Interview check"), f"{path.name}: '## Interview check' must follow it"
+    assert "interview-answers" in answers.get("metadata", {}).get("tags", []), (
+        f"{path.name}: the cell after the interview check must be tagged 'interview-answers'"
+    )
+    assert "<details>" in source(answers), f"{path.name}: the answers must be inside <details>"
+    assert headed(exercise, "Exercise"), f"{path.name}: '## Exercise' must come last"
+
+
+def test_the_style_checks_catch_what_they_should(tmp_path):
+    """A long cell, a long line and a dead link are each reported (the checks can fail)."""
+    notebook = tmp_path / "bad.ipynb"
+    long_cell = {"cell_type": "code", "source": "x = 1\n" * 21, "metadata": {}, "outputs": []}
+    long_line = {"cell_type": "code", "source": "y = '" + "a" * 100 + "'", "metadata": {}}
+    dead_link = {"cell_type": "markdown", "source": "[x](missing.ipynb)", "metadata": {}}
+    notebook.write_text(json.dumps({"cells": [long_cell, long_line, dead_link]}))
+    with pytest.raises(AssertionError) as too_long:
+        test_code_cells_are_short_and_lines_readable(notebook)
+    assert "c0: 21 lines" in str(too_long.value) and "c1: a line of 106" in str(too_long.value)
+    with pytest.raises(AssertionError, match="missing.ipynb does not exist"):
+        test_notebook_links_lead_to_existing_notebooks_and_sections(notebook)
+    with pytest.raises(AssertionError, match="no '## Summary'"):
+        test_lesson_ends_with_summary_interview_check_and_exercise(notebook)
