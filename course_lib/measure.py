@@ -93,6 +93,21 @@ def macs_linear(n: int, m: int, f: int, dv: int) -> int:
     return (n + m) * f * dv
 
 
+def feature_map_macs(n: int, d: int, f: int, *, projection: bool) -> int:
+    """MACs of computing φ for n queries and n keys of width d into f features (notebooks 09 and 11).
+
+    projection=True (Performer / FAVOR+): x ωᵀ with ω [f×d], n·f·d MACs for the queries and as many
+    for the keys, 2·n·f·d; the exp and the norm factor are elementwise (not counted, like the
+    softmax's exps). projection=False (elu+1): elementwise, 0 MACs.
+    """
+    if not isinstance(projection, bool):
+        raise ValueError(f"projection must be a bool (does φ multiply by ω?), got {projection!r}")
+    for name, value in (("n", n), ("d", d), ("f", f)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return 2 * n * f * d if projection else 0
+
+
 def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     """‖actual − expected‖ / ‖expected‖, Frobenius norms over all entries; same shapes, ‖expected‖ > 0."""
     for name, value in (("actual", actual), ("expected", expected)):

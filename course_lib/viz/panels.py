@@ -27,7 +27,7 @@ import torch
 
 from course_lib.attention import kernel_weights, linear_attention, softmax_weights
 from course_lib.feature_maps import elu_plus_one
-from course_lib.measure import macs_linear, macs_softmax, relative_error
+from course_lib.measure import feature_map_macs, macs_linear, macs_softmax, relative_error
 from course_lib.random_features import PerformerFeatures
 
 MODES = ("softmax", "linear (elu+1)", "Performer", "causal recurrent")
@@ -55,21 +55,6 @@ def is_causal(mode: str, causal: bool) -> bool:
 def feature_count(mode: str, d: int, m: int) -> int:
     """f, features per token of the mode's linear route: m for Performer, else d (elu+1, also softmax's alternative)."""
     return m if mode == PERFORMER else d
-
-
-def feature_map_macs(n: int, d: int, f: int, *, projection: bool) -> int:
-    """MACs of computing φ for n queries and n keys of width d into f features (notebook 09, §2).
-
-    projection=True (Performer / FAVOR+): x ωᵀ with ω [f×d], n·f·d MACs for the queries and as many
-    for the keys, 2·n·f·d; the exp and the norm factor are elementwise (not counted, like the
-    softmax's exps). projection=False (elu+1): elementwise, 0 MACs.
-    """
-    if not isinstance(projection, bool):
-        raise ValueError(f"projection must be a bool (does φ multiply by ω?), got {projection!r}")
-    for name, value in (("n", n), ("d", d), ("f", f)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return 2 * n * f * d if projection else 0
 
 
 def route_macs(mode: str, n: int, d: int, m: int) -> tuple[int, int]:
