@@ -209,19 +209,19 @@ def test_feature_map_macs_refuses_bad_input(kwargs, message):
         feature_map_macs(**{"n": 4, "d": 2, "f": 8, "projection": True, **kwargs})
 
 
-def test_curves_are_the_flop_formulas_and_the_held_entries():
+def test_curves_are_the_mac_counts_and_the_held_entries():
     d, f = 8, 8
     panel = complexity_panel(ELU, 64, d, 32, False)
     ns = panel["ns"]
     assert (np.diff(ns) > 0).all() and ns[0] >= 1 and ns[-1] >= 10_000
-    np.testing.assert_array_equal(panel["flops_softmax"], [softmax_flops(int(n), d, d) for n in ns])
-    np.testing.assert_array_equal(panel["flops_linear"], [linear_flops(int(n), f, d) for n in ns])
-    np.testing.assert_array_equal(panel["flops_softmax"], [2 * macs_softmax(int(n), int(n), d, d) for n in ns])
+    np.testing.assert_array_equal(2 * panel["macs_softmax"], [softmax_flops(int(n), d, d) for n in ns])
+    np.testing.assert_array_equal(2 * panel["macs_linear"], [linear_flops(int(n), f, d) for n in ns])
+    np.testing.assert_array_equal(panel["macs_softmax"], [macs_softmax(int(n), int(n), d, d) for n in ns])
     favor = complexity_panel(PERFORMER, 64, d, 32, False)  # FAVOR+'s curve includes its feature projections
-    expected = [2 * (macs_linear(int(n), int(n), 32, d) + 2 * int(n) * 32 * d) for n in favor["ns"]]
-    np.testing.assert_array_equal(favor["flops_linear"], expected)
+    expected = [macs_linear(int(n), int(n), 32, d) + 2 * int(n) * 32 * d for n in favor["ns"]]
+    np.testing.assert_array_equal(favor["macs_linear"], expected)
     at = int(np.flatnonzero(favor["ns"] == favor["crossover_n"])[0])
-    assert favor["flops_linear"][at] == favor["flops_softmax"][at], "the curves meet at the marked crossover"
+    assert favor["macs_linear"][at] == favor["macs_softmax"][at], "the curves meet at the marked crossover"
     np.testing.assert_array_equal(panel["bytes_softmax"], 4.0 * ns**2)
     np.testing.assert_array_equal(panel["bytes_linear"], 4.0 * (2 * ns * f + f * d + f))
     ledger = complexity_panel(RECURRENT, 64, d, 32, False)

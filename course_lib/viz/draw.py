@@ -25,16 +25,16 @@ SOFTMAX_COLOUR, LINEAR_COLOUR = "#d62728", "#1f77b4"
 
 
 def new_figure() -> tuple[Figure, dict]:
-    """A 15×6.4 inch figure: weights + colour bar | flow | (FLOPs over memory). Returns (figure, axes by name)."""
+    """A 15×6.4 inch figure: weights + colour bar | flow | (MACs over memory). Returns (figure, axes by name)."""
     fig = Figure(figsize=(15, 6.4))  # fixed margins: a layout engine would double the time of each redraw
-    # columns: weights, colour bar, gap, flow, gap (the cost panels' labels), FLOPs over bytes
+    # columns: weights, colour bar, gap, flow, gap (the cost panels' labels), MACs over bytes
     grid = fig.add_gridspec(2, 6, width_ratios=[0.85, 0.04, 0.2, 2.1, 0.17, 0.95], left=0.05, right=0.99,
                             bottom=0.09, top=0.84, wspace=0.05, hspace=0.4)
     axes = {
         "weights": fig.add_subplot(grid[:, 0]),
         "colorbar": fig.add_subplot(grid[:, 1]),
         "flow": fig.add_subplot(grid[:, 3]),
-        "flops": fig.add_subplot(grid[0, 5]),
+        "macs": fig.add_subplot(grid[0, 5]),
         "bytes": fig.add_subplot(grid[1, 5]),
     }
     return fig, axes
@@ -104,25 +104,25 @@ def draw_flow(ax, panel: dict) -> None:
                  f"{panel['macs_ratio']:.3g}× the linear one (MACs)", fontsize=TITLE)
 
 
-def draw_complexity(ax_flops, ax_bytes, panel: dict) -> None:
-    """FLOPs (top) and memory (bottom) against N, log-log; current N and the crossover (d or 2m) marked."""
+def draw_complexity(ax_macs, ax_bytes, panel: dict) -> None:
+    """Multiply-adds (top) and memory (bottom) against N, log-log; current N and the crossover (d or 2m) marked."""
     ns = panel["ns"]
-    for ax, key, unit in ((ax_flops, "flops", "FLOPs"), (ax_bytes, "bytes", "bytes held (float32)")):
+    for ax, key, unit in ((ax_macs, "macs", "multiply-adds (MACs)"), (ax_bytes, "bytes", "bytes held (float32)")):
         ax.loglog(ns, panel[f"{key}_softmax"], color=SOFTMAX_COLOUR, label="n×n route")
         ax.loglog(ns, panel[f"{key}_linear"], color=LINEAR_COLOUR, label="linear route")
         ax.axvline(panel["n"], color="black", linewidth=1, label=f"N = {panel['n']}")
         crossover = panel["crossover_n"]
         ax.axvline(crossover, color="grey", linestyle=":",
-                   label=f"FLOP crossover N = {panel['crossover_label']} = {crossover:g}")
+                   label=f"equal MACs at N = {panel['crossover_label']} = {crossover:g}")
         ax.set_ylabel(unit, fontsize=LABEL)
         ax.xaxis.set_major_locator(LogLocator(base=10, numticks=6))
         for axis in (ax.xaxis, ax.yaxis):
             axis.set_minor_locator(NullLocator())  # fewer tick labels to typeset on every redraw
             axis.set_major_formatter(FuncFormatter(_power_of_ten))
         ax.tick_params(labelsize=TICK)
-    ax_flops.set_title(f"cost vs N ({panel['mode']})\nN/{panel['crossover_label']} = {panel['ratio']:.3g}",
+    ax_macs.set_title(f"cost vs N ({panel['mode']})\nN/{panel['crossover_label']} = {panel['ratio']:.3g}",
                        fontsize=TITLE)
-    ax_flops.legend(fontsize=LEGEND, loc="upper left", framealpha=0.9)
+    ax_macs.legend(fontsize=LEGEND, loc="upper left", framealpha=0.9)
     ax_bytes.set_xlabel("N (tokens)", fontsize=LABEL)
 
 
@@ -132,7 +132,7 @@ def render(fig: Figure, axes: dict, panels: dict) -> None:
         ax.clear()
     draw_weights(axes["weights"], panels["weights"], axes.get("colorbar"))
     draw_flow(axes["flow"], panels["flow"])
-    draw_complexity(axes["flops"], axes["bytes"], panels["complexity"])
+    draw_complexity(axes["macs"], axes["bytes"], panels["complexity"])
 
 
 def to_png(fig: Figure, *, dpi: int = 80) -> bytes:

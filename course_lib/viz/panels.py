@@ -4,7 +4,7 @@
   a feature map, φ(Q)φ(K)ᵀ row-normalised) and its error against softmax;
 * ``flow_panel``: the stages of the n×n route and of the linear route, with shapes and
   multiply counts;
-* ``complexity_panel``: FLOPs and memory of both routes against N, and the crossover.
+* ``complexity_panel``: multiply-adds and memory of both routes against N, and the crossover.
 
 One cost model throughout (notebook 09, misconception 2): multiply-accumulates (MACs) of the
 matrix products (``measure.macs_softmax``, ``measure.macs_linear``) plus, for Performer (FAVOR+),
@@ -243,10 +243,10 @@ def default_ns(n: int, crossover_n: float) -> np.ndarray:
 
 
 def complexity_panel(mode: str, n: int, d: int, m: int, causal: bool, *, itemsize: int = 4) -> dict:
-    """FLOPs and memory of the n×n and the linear route against N, one head.
+    """Multiply-adds (MACs, the course's one cost unit) and memory of both routes against N, one head.
 
-    flops = 2 × ``route_macs`` (one multiply and one add per MAC): 4N²d for the n×n route, 4N·d²
-    for elu+1 and 8N·m·d for FAVOR+ (its feature projections included). bytes = ``itemsize``
+    macs = ``route_macs``: 2N²d for the n×n route, 2N·d² for elu+1 and 4N·m·d for FAVOR+ (its
+    feature projections included). bytes = ``itemsize``
     (float32: 4) × the entries each route holds (``flow_panel``'s held stages): N² for the matrix;
     2N·f + f·dv + f for the blackboard; N·f·dv + N·f + 2N·f for the causal prefix sums;
     f·dv + 3f for the ledger. ``crossover_n``: N = d for elu+1, N = 2m for FAVOR+; the n×n route
@@ -264,8 +264,8 @@ def complexity_panel(mode: str, n: int, d: int, m: int, causal: bool, *, itemsiz
         "n": n,
         "f": f,
         "ns": ns,
-        "flops_softmax": np.array([2 * flow["macs_quadratic"] for flow in flows], dtype=np.float64),
-        "flops_linear": np.array([2 * flow["macs_linear_total"] for flow in flows], dtype=np.float64),
+        "macs_softmax": np.array([flow["macs_quadratic"] for flow in flows], dtype=np.float64),
+        "macs_linear": np.array([flow["macs_linear_total"] for flow in flows], dtype=np.float64),
         "bytes_softmax": np.array([itemsize * flow["held_quadratic"] for flow in flows], dtype=np.float64),
         "bytes_linear": np.array([itemsize * flow["held_linear"] for flow in flows], dtype=np.float64),
         "crossover_n": crossover,
