@@ -165,12 +165,18 @@ def scaling_runs(fn) -> list[tuple[float, float]]:
     return runs
 
 
-def slope(values: list[float], what: str, hint: str) -> float:
-    """The exponent a of values ≈ c·m^a over m = 2, 4, 8, 16; values must be > 0."""
+def require_rate(values: list[float], what: str, hint: str, bounds: tuple[float, float], law: str) -> None:
+    """Fail unless values ≈ c·m^a over m = 2, 4, 8, 16 with a within ``bounds``; values must be > 0."""
     shown = ", ".join(f"{x:.3g}" for x in values)
     if not all(x > 0 for x in values):
         raise GradingFailure(f"{what} at m = 2, 4, 8, 16 is {shown}: it must be > 0 to shrink at a rate; {hint}")
-    return fit_power_law(list(SCALING_MS), values)[0]
+    exponent = fit_power_law(list(SCALING_MS), values)[0]
+    low, high = bounds
+    if not low <= exponent <= high:
+        raise GradingFailure(
+            f"{what} is {shown} at m = 2, 4, 8, 16: it shrinks like m^{exponent:.2f}, "
+            f"expected an exponent in [{low}, {high}] ({law}); {hint}"
+        )
 
 
 @grader_test(points=2)
@@ -182,14 +188,8 @@ def bias_shrinks_like_1_over_m(fn):
     """
     values = [bias for bias, _ in scaling_runs(fn)]
     hint = "bias is the mean error with its sign (mean − softmax), not the mean size of the errors"
-    exponent = slope(values, "the RMS of your bias (Monte Carlo part removed)", hint)
-    low, high = BIAS_SLOPES
-    if not low <= exponent <= high:
-        shown = ", ".join(f"{x:.3g}" for x in values)
-        raise GradingFailure(
-            f"the RMS of your bias over entries (Monte Carlo part noise²/R removed) is {shown} at m = 2, 4, 8, 16: "
-            f"it shrinks like m^{exponent:.2f}, expected an exponent in [{low}, {high}] (1/m); {hint}"
-        )
+    require_rate(values, "the RMS of your bias over entries (Monte Carlo part noise²/R removed)", hint,
+                 BIAS_SLOPES, "1/m")
 
 
 @grader_test(points=1)
@@ -197,11 +197,4 @@ def noise_shrinks_like_1_over_sqrt_m(fn):
     """your noise shrinks like 1/√m: its fitted exponent over m = 2 .. 16 lies in [−0.7, −0.3]"""
     values = [noise for _, noise in scaling_runs(fn)]
     hint = "the noise is the spread of the outputs of independent redraws: fresh features every time"
-    exponent = slope(values, "the RMS of your noise", hint)
-    low, high = NOISE_SLOPES
-    if not low <= exponent <= high:
-        shown = ", ".join(f"{x:.3g}" for x in values)
-        raise GradingFailure(
-            f"the RMS of your noise is {shown} at m = 2, 4, 8, 16: it shrinks like m^{exponent:.2f}, "
-            f"expected an exponent in [{low}, {high}] (1/√m); {hint}"
-        )
+    require_rate(values, "the RMS of your noise", hint, NOISE_SLOPES, "1/√m")
