@@ -1,4 +1,4 @@
-"""Measuring attention: wall-clock time, power-law fits, multiply counts, errors and Monte Carlo error bars.
+"""Measuring attention: wall-clock time, power-law fits, errors and Monte Carlo error bars.
 
 Used by notebook 01 (the N² wall), 02 (N²d against Nd²), 03 (Monte Carlo checks),
 04 and 06 (relative errors; notebook 06's many-redraws harness: ``pairs_with_angle``,
@@ -67,45 +67,6 @@ def _positive_ints(**sizes: int) -> None:
     for name, size in sizes.items():
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
             raise ValueError(f"{name} must be a positive int, got {size!r}")
-
-
-def macs_softmax(n: int, m: int, d: int, dv: int) -> int:
-    """Multiply-accumulates of the matrix products in softmax(q kᵀ/√d) v.
-
-    Scores q kᵀ: n·m·d, then weights @ v: n·m·dv, so n·m·(d + dv) in all. For
-    self-attention (n = m = N, dv = d) that is the article's 2N²d "multiplications".
-    Not counted: the scaling, exp and row sums (≈ n·m each, lower order in d).
-    A FLOP count (one multiply + one add per MAC) is twice this.
-    """
-    _positive_ints(n=n, m=m, d=d, dv=dv)
-    return n * m * d + n * m * dv
-
-
-def macs_linear(n: int, m: int, f: int, dv: int) -> int:
-    """Multiply-accumulates of the matrix products in linear attention φ(Q)(φ(K)ᵀV).
-
-    Memory S = φ(K)ᵀV: m·f·dv, then every query reads it, φ(Q)S: n·f·dv, so
-    (n + m)·f·dv in all. For self-attention with f = dv = d that is the article's
-    2Nd². Not counted: the feature map and the normaliser z = Σφ(k), φ(q)ᵀz
-    ((n + m)·f, lower order). A FLOP count is twice this.
-    """
-    _positive_ints(n=n, m=m, f=f, dv=dv)
-    return (n + m) * f * dv
-
-
-def feature_map_macs(n: int, d: int, f: int, *, projection: bool) -> int:
-    """MACs of computing φ for n queries and n keys of width d into f features (notebooks 09 and 11).
-
-    projection=True (Performer / FAVOR+): x ωᵀ with ω [f×d], n·f·d MACs for the queries and as many
-    for the keys, 2·n·f·d; the exp and the norm factor are elementwise (not counted, like the
-    softmax's exps). projection=False (elu+1): elementwise, 0 MACs.
-    """
-    if not isinstance(projection, bool):
-        raise ValueError(f"projection must be a bool (does φ multiply by ω?), got {projection!r}")
-    for name, value in (("n", n), ("d", d), ("f", f)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return 2 * n * f * d if projection else 0
 
 
 def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:

@@ -1,4 +1,4 @@
-"""Tests for course_lib.measure: timing, power-law fits, multiply counts, relative errors, error bars."""
+"""Tests for course_lib.measure: timing, power-law fits, relative errors, error bars."""
 
 import math
 
@@ -8,8 +8,6 @@ import torch
 
 from course_lib.measure import (
     fit_power_law,
-    macs_linear,
-    macs_softmax,
     mean_and_error_bar,
     relative_error,
     time_call,
@@ -89,30 +87,6 @@ class TestTimeCall:
     def test_rejects_non_callable(self):
         with pytest.raises(TypeError, match="fn must be callable"):
             time_call(42)
-
-
-class TestMultiplyCounts:
-    def test_softmax_by_hand(self):
-        # scores 3·5·4 = 60, weights @ v 3·5·2 = 30
-        assert macs_softmax(3, 5, 4, 2) == 90
-
-    def test_linear_by_hand(self):
-        # S = φ(K)ᵀV 5·4·2 = 40, φ(Q)S 3·4·2 = 24
-        assert macs_linear(3, 5, 4, 2) == 64
-
-    @pytest.mark.parametrize("n", [64, 1000, 4096])
-    def test_self_attention_matches_article(self, n):
-        d = 64
-        assert macs_softmax(n, n, d, d) == 2 * n**2 * d
-        assert macs_linear(n, n, d, d) == 2 * n * d**2
-        assert macs_softmax(n, n, d, d) / macs_linear(n, n, d, d) == pytest.approx(n / d, rel=1e-15)
-
-    @pytest.mark.parametrize("bad", [0, -3, 2.5, True, None], ids=repr)
-    def test_rejects_non_positive_sizes(self, bad):
-        with pytest.raises(ValueError, match="m must be a positive int"):
-            macs_softmax(4, bad, 4, 4)
-        with pytest.raises(ValueError, match="f must be a positive int"):
-            macs_linear(4, 4, bad, 4)
 
 
 class TestRelativeError:

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib.bench.flops import linear_flops, softmax_flops
 from course_lib.viz.explorer import widget_bundle
-from course_lib.measure import macs_linear, macs_softmax, relative_error
+from course_lib.cost import feature_map_macs, macs_linear, macs_softmax
+from course_lib.measure import relative_error
 from course_lib.viz import Explorer, explore
 from course_lib.viz import explorer as explorer_module
 from course_lib.viz.panels import (
-    ELU, MODES, PERFORMER, RECURRENT, SOFTMAX, complexity_panel, crossover_n, feature_map_macs, flow_panel,
+    ELU, MODES, PERFORMER, RECURRENT, SOFTMAX, complexity_panel, crossover_n, flow_panel,
     panel_inputs, route_macs, weights_panel,
 )
 
@@ -199,23 +199,12 @@ def test_performer_crossover_is_notebook_09s_count():
     assert crossover_n(PERFORMER, d, m) == 2 * m and crossover_n(ELU, d, m) == d
 
 
-@pytest.mark.parametrize(
-    "kwargs, message",
-    [({"n": 0}, "n must be an int >= 1"), ({"f": 2.0}, "f must be an int >= 1"), ({"projection": 1}, "projection")],
-    ids=lambda value: str(value),
-)
-def test_feature_map_macs_refuses_bad_input(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        feature_map_macs(**{"n": 4, "d": 2, "f": 8, "projection": True, **kwargs})
-
-
 def test_curves_are_the_mac_counts_and_the_held_entries():
     d, f = 8, 8
     panel = complexity_panel(ELU, 64, d, 32, False)
     ns = panel["ns"]
     assert (np.diff(ns) > 0).all() and ns[0] >= 1 and ns[-1] >= 10_000
-    np.testing.assert_array_equal(2 * panel["macs_softmax"], [softmax_flops(int(n), d, d) for n in ns])
-    np.testing.assert_array_equal(2 * panel["macs_linear"], [linear_flops(int(n), f, d) for n in ns])
+    np.testing.assert_array_equal(panel["macs_linear"], [macs_linear(int(n), int(n), f, d) for n in ns])
     np.testing.assert_array_equal(panel["macs_softmax"], [macs_softmax(int(n), int(n), d, d) for n in ns])
     favor = complexity_panel(PERFORMER, 64, d, 32, False)  # FAVOR+'s curve includes its feature projections
     expected = [macs_linear(int(n), int(n), 32, d) + 2 * int(n) * 32 * d for n in favor["ns"]]

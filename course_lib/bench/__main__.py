@@ -1,4 +1,4 @@
-"""``python -m course_lib.bench [--suite crossover|decode|all] [--device cpu|cuda] [--out FILE.json] [--quick]``.
+"""``python -m course_lib.bench [--suite crossover|decode|engine|all] [--device cpu|cuda] [--out FILE.json] [--quick]``.
 
 Full runs write ``benchmarks/results/bench_<device>.json`` (relative to the current
 directory) unless ``--out`` says otherwise. A ``--quick`` run (CI-sized, tens of seconds)
@@ -16,18 +16,21 @@ import matplotlib
 import torch
 
 matplotlib.use("Agg")  # the CLI only writes PNGs; a notebook importing course_lib.bench keeps its own backend
-from course_lib.bench import analysis, crossover, decode, kernels, plots, report, targets  # noqa: E402
+from course_lib.bench import analysis, crossover, decode, engine, kernels, plots, report, targets  # noqa: E402
 from course_lib.bench.timing import memory_method  # noqa: E402
 from course_lib.device import get_device  # noqa: E402
+
+
+SUITES = ("crossover", "decode", "engine")
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, torch.device]:
     parser = argparse.ArgumentParser(
         prog="python -m course_lib.bench",
-        description="Time and peak memory of softmax against linear attention (crossover) and of decoding "
-        "(KV cache against the ledger), with PASS/FAIL targets.",
+        description="Time and peak memory of softmax against linear attention (crossover), of decoding "
+        "(KV cache against the ledger) and of the causal engine (profile, decay, backward), with PASS/FAIL targets.",
     )
-    parser.add_argument("--suite", choices=("crossover", "decode", "all"), default="all")
+    parser.add_argument("--suite", choices=(*SUITES, "all"), default="all")
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None,
                         help="default: course_lib.device.get_device()")
     parser.add_argument("--out", type=Path, default=None,
@@ -61,7 +64,7 @@ def run_crossover(device: torch.device, quick: bool, contenders: list) -> dict:
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     args, device = parse_args(argv)
-    suites = ["crossover", "decode"] if args.suite == "all" else [args.suite]
+    suites = list(SUITES) if args.suite == "all" else [args.suite]
     contenders, peers = kernels.contenders()
     payload = {"meta": report.run_metadata(device, quick=args.quick, suites=suites,
                                            memory_method=memory_method(device), peers=peers)}
@@ -77,7 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         payload["decode"] = decode.run_decode(decode.QUICK if args.quick else decode.FULL, device)
         print("\n" + report.decode_text(payload["decode"]))
         pictures.append(plots.decode_plot(payload["decode"], stem, label))
-    inputs = targets.target_inputs(payload.get("crossover"), payload.get("decode"), quick=args.quick)
+    if "engine" in suites:
+        payload["engine"] = engine.run_engine(engine.QUICK if args.quick else engine.FULL, device)
+        print("\n" + report.engine_text(payload["engine"]))
+    inputs = targets.target_inputs(payload.get("crossover"), payload.get("decode"), payload.get("engine"),
+                                   quick=args.quick)
     payload["targets"] = targets.evaluate_targets(inputs, quick=args.quick)
     print("\n" + report.targets_text(payload["targets"]))
     payload["meta"]["wall_s"] = round(time.perf_counter() - started, 1)

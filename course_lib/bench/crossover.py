@@ -9,12 +9,12 @@ contender quoted against the matmul roof of its own FLOPs, timed in the same run
 from dataclasses import asdict, dataclass
 
 import torch
+from tqdm import tqdm
 
-from course_lib.bench.flops import Roof, roof_for, shaped_roof_for
-from course_lib.bench.kernels import Contender
-from course_lib.bench.progress import Progress
-from course_lib.bench.timing import peak_memory, spread, time_once, warm_up_call
 from course_lib.attention import linear_attention
+from course_lib.bench.flops import Roof, roof_for, shaped_roof_for
+from course_lib.bench.kernels import Contender, seeded_qkv
+from course_lib.bench.timing import interleaved_times, peak_memory, spread
 from course_lib.fast_forms import auto_chunk_size
 from course_lib.measure import time_call
 
@@ -50,10 +50,8 @@ QUICK = CrossoverSettings(
 
 
 def qkv(settings: CrossoverSettings, heads: int, n: int, d: int, device: torch.device) -> list[torch.Tensor]:
-    """q, k, v [B, H, N, d] from a CPU generator seeded with ``settings.seed``, then moved to ``device``."""
-    generator = torch.Generator().manual_seed(settings.seed)
-    dtype = getattr(torch, settings.dtype)
-    return [torch.randn(settings.batch, heads, n, d, generator=generator, dtype=dtype).to(device) for _ in range(3)]
+    """q, k, v [B, H, N, d] of the sweep: ``kernels.seeded_qkv`` with the settings' batch, seed and dtype."""
+    return seeded_qkv((settings.batch, heads, n, d), device, seed=settings.seed, dtype=settings.dtype)
 
 
 def skip_reason(contender: Contender, settings: CrossoverSettings, bh: int, n: int, itemsize: int) -> str | None:
@@ -100,18 +98,6 @@ def measure_one(contender: Contender, q, k, v, roof_timer: RoofTimer, seconds: l
     return record
 
 
-def interleaved_times(calls: dict[str, object], device: torch.device, settings: CrossoverSettings) -> dict:
-    """{name: [seconds per call, one per repeat]}: repeat r times every call once before repeat r + 1
-    starts, so a burst of load on a shared machine hits every contender, not one."""
-    single = {name: warm_up_call(call, device, min_run_time=settings.min_run_time) for name, call in calls.items()}
-    seconds = {name: [] for name in calls}
-    for _ in range(settings.repeats):
-        for name, call in calls.items():
-            seconds[name].append(time_once(call, device, min_run_time=settings.min_run_time,
-                                           single_call=single[name]))
-    return seconds
-
-
 def warm_up(contenders: list[Contender], settings: CrossoverSettings, device: torch.device) -> None:
     """One untimed call of each contender at the smallest size: thread pools and lazy inits start here."""
     q, k, v = qkv(settings, max(settings.heads), min(settings.ns), max(settings.ds), device)
@@ -122,15 +108,14 @@ def warm_up(contenders: list[Contender], settings: CrossoverSettings, device: to
 def run_crossover(settings: CrossoverSettings, device: torch.device, contenders: list[Contender]) -> dict:
     """The sweep: {"settings": ..., "records": [one dict per (d, heads, n, contender)]}."""
     configs = [(d, h, n) for d in settings.ds for h in settings.heads for n in settings.ns]
-    progress = Progress(len(configs), "crossover")
     roof_timer = RoofTimer(device, settings.min_run_time)
     warm_up(contenders, settings, device)
     records = []
-    for d, heads, n in configs:
+    for d, heads, n in tqdm(configs, desc="crossover", disable=None):
         q, k, v = qkv(settings, heads, n, d, device)
         reasons = {c.name: skip_reason(c, settings, settings.batch * heads, n, q.element_size()) for c in contenders}
         calls = {c.name: c.make(q, k, v) for c in contenders if reasons[c.name] is None}
-        seconds = interleaved_times(calls, device, settings)
+        seconds = interleaved_times(calls, device, repeats=settings.repeats, min_run_time=settings.min_run_time)
         for contender in contenders:
             base = {"d": d, "heads": heads, "n": n, "name": contender.name, "route": contender.route,
                     "causal": contender.causal}
@@ -138,8 +123,6 @@ def run_crossover(settings: CrossoverSettings, device: torch.device, contenders:
             measured = {"skipped": reason} if reason else measure_one(contender, q, k, v, roof_timer,
                                                                        seconds[contender.name])
             records.append(base | measured)
-        progress.advance(f"d={d} H={heads} N={n}")
-    progress.close()
     return {"settings": asdict(settings), "records": records}
 
 
@@ -147,13 +130,13 @@ def run_chunk_sweep(settings: CrossoverSettings, device: torch.device) -> dict:
     """Causal ``linear_attention`` time against the chunk size C, per d, at the largest N and H (the
     evidence behind ``auto_chunk_size``): {"n", "heads", "auto": {d: C}, "records": [{d, chunk, time_s}]}."""
     n, heads = max(settings.ns), max(settings.heads)
-    progress, records = Progress(len(settings.ds) * len(settings.chunk_sizes), "chunk sweep"), []
+    records, bar = [], tqdm(total=len(settings.ds) * len(settings.chunk_sizes), desc="chunk sweep", disable=None)
     for d in settings.ds:
         q, k, v = qkv(settings, heads, n, d, device)
         for chunk in settings.chunk_sizes:
             call = lambda: linear_attention(q, k, v, causal=True, chunk_size=chunk)  # noqa: E731
             seconds = time_call(call, min_run_time=settings.min_run_time * settings.repeats)
             records.append({"d": d, "chunk": chunk, "time_s": seconds})
-            progress.advance(f"d={d} C={chunk}")
-    progress.close()
+            bar.update()
+    bar.close()
     return {"n": n, "heads": heads, "auto": {str(d): auto_chunk_size(n, d, d) for d in settings.ds}, "records": records}

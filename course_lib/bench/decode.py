@@ -22,9 +22,12 @@ from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 from course_lib.bench.baselines import PlainLedger
-from course_lib.bench.progress import Progress
+from course_lib.bench.kernels import seeded_qkv
+from course_lib.bench.timing import synchronize
+from course_lib.cost import kv_cache_bytes
 from course_lib.state import LinearAttentionState
 
 
@@ -46,24 +49,15 @@ FULL = DecodeSettings(tokens=16384)
 QUICK = DecodeSettings(tokens=256, window=64, curve_points=32)
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def timed_steps(step: Callable[[int], object], tokens: int, device: torch.device, label: str) -> list[float]:
-    """Seconds of ``step(t)`` for t = 0 … tokens−1, each timed on its own."""
-    ticks = min(tokens, 100)
-    progress, seconds = Progress(ticks, label), []
-    for t in range(tokens):
-        _sync(device)
+    """Seconds of ``step(t)`` for t = 0 … tokens−1, each timed on its own (the progress bar draws between steps)."""
+    seconds = []
+    for t in tqdm(range(tokens), desc=label, disable=None, mininterval=0.5):
+        synchronize(device)
         start = time.perf_counter()
         step(t)
-        _sync(device)
+        synchronize(device)
         seconds.append(time.perf_counter() - start)
-        if (t + 1) * ticks // tokens > progress.done:
-            progress.advance()
-    progress.close()
     return seconds
 
 
@@ -91,8 +85,7 @@ def decode_kv_cache(q, k, v) -> tuple[list[float], list[int], dict]:
         return F.scaled_dot_product_attention(q[:, :, t : t + 1], cache_k[:, :, : t + 1], cache_v[:, :, : t + 1])
 
     seconds = timed_steps(step, tokens, k.device, "decode kv cache")
-    per_token = 2 * batch * heads * d * k.element_size()  # one k row and one v row: 2·H·d·itemsize
-    held = [per_token * (t + 1) for t in range(tokens)]
+    held = [kv_cache_bytes(batch * heads, t + 1, d, v.shape[-1], k.element_size()) for t in range(tokens)]
     return seconds, held, {"bytes_preallocated": cache_k.nbytes + cache_v.nbytes}
 
 
@@ -153,10 +146,8 @@ def decode_crossover(curve_t: list[int], curve_s: list[float], ledger: dict) -> 
 
 def run_decode(settings: DecodeSettings, device: torch.device) -> dict:
     """Every decoder on one random stream [B, H, T, d]; latencies, bytes held, crossovers against the cache."""
-    generator = torch.Generator().manual_seed(settings.seed)
     shape = (settings.batch, settings.heads, settings.tokens, settings.d)
-    dtype = getattr(torch, settings.dtype)
-    q, k, v = (torch.randn(*shape, generator=generator, dtype=dtype).to(device) for _ in range(3))
+    q, k, v = seeded_qkv(shape, device, seed=settings.seed, dtype=settings.dtype)
     result = {"settings": asdict(settings)}
     for name, decoder in DECODERS:
         seconds, held, extra = decoder(q, k, v)

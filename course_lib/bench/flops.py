@@ -1,41 +1,12 @@
-"""FLOP counts of every contender, and the matmul "roof" with the same FLOPs.
+"""The matmul "roof": a batched matmul of the same FLOPs as a kernel, to quote the kernel against.
 
-One FLOP = one multiply or one add, so a multiply-accumulate is 2 FLOPs. Counts are per
-(batch, head) entry for self-attention over N tokens with d-dim queries/keys, f features
-(f = d for ``elu_plus_one``) and dv-dim values; only the matrix products are counted.
-
-* softmax (explicit and SDPA):   2·N²·(d + dv)        scores q kᵀ, then weights @ v.
-  SDPA causal is quoted with this same dense count: on the CPU the fused kernel still
-  visits every block up to the diagonal, and the count keeps the pairing comparable.
-* linear, non-causal:            4·N·f·dv             S = φ(K)ᵀV, then φ(Q)S (+ lower-order z terms).
-* linear, causal recurrent:      4·N·f·dv             one rank-1 update and one read per token.
-* linear, causal chunked (C):    4·N·f·dv + 2·N·C·(f + dv)
-  what the chunked algorithm executes: chunk summaries and reads (4·N·f·dv) plus the
-  C×C block inside each chunk, Qc Kcᵀ (2·N·C·f) and its product with Vc (2·N·C·dv),
-  the masked upper half included.
+FLOPs are twice the multiply-adds of ``course_lib.cost`` (one multiply and one add per MAC):
+``bench.kernels`` gives every contender its count that way.
 """
 
 from dataclasses import dataclass
 
-from course_lib.measure import macs_linear, macs_softmax
-
-
-def softmax_flops(n: int, d: int, dv: int) -> int:
-    """2·N²·(d + dv): the dense q kᵀ and weights @ v of one head (twice ``measure.macs_softmax``)."""
-    return 2 * macs_softmax(n, n, d, dv)
-
-
-def linear_flops(n: int, f: int, dv: int) -> int:
-    """4·N·f·dv: building S = φ(K)ᵀV and reading it with φ(Q), one head (twice ``measure.macs_linear``)."""
-    return 2 * macs_linear(n, n, f, dv)
-
-
-def chunked_flops(n: int, f: int, dv: int, chunk: int) -> int:
-    """4·N·f·dv + 2·N·C·(f + dv): the linear part plus the full C×C block of every chunk, one head.
-
-    The N/C blocks each cost C·C·(f + dv) MACs, N·C·(f + dv) in all = ``measure.macs_softmax(N, C, f, dv)``.
-    """
-    return linear_flops(n, f, dv) + 2 * macs_softmax(n, chunk, f, dv)
+FLOPS_PER_MAC = 2
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,11 @@
 
 Every contender takes the same q, k, v [B, H, N, d] (fp32) and computes self-attention
 with dv = d; the linear ones use the library's default feature map ``elu_plus_one``
-(so f = d). ``flops`` is per (batch, head) entry, from ``bench.flops``. The ``plain_*``
+(so f = d, no feature-map MACs). ``flops`` is per (batch, head) entry, twice the MACs of
+``course_lib.cost``: softmax routes (SDPA causal too: on the CPU its fused kernel still visits
+every block up to the diagonal, and the dense count keeps the pairing comparable)
+``macs_softmax``, non-causal and recurrent linear ``macs_linear``, chunked causal ones
+``macs_causal_chunked`` with their chunk size. The ``plain_*``
 contenders are ``bench.baselines``: the same algorithm in unchecked plain torch, so the
 gap between ``linear`` and ``plain_linear`` is the library's bookkeeping.
 """
@@ -14,10 +18,11 @@ import torch
 import torch.nn.functional as F
 
 from course_lib.attention import linear_attention, softmax_attention
-from course_lib.feature_maps import elu_plus_one
-from course_lib.linear_forms import auto_chunk_size
 from course_lib.bench.baselines import plain_causal_linear_attention, plain_linear_attention
-from course_lib.bench.flops import chunked_flops, linear_flops, softmax_flops
+from course_lib.bench.flops import FLOPS_PER_MAC
+from course_lib.cost import macs_causal_chunked, macs_linear, macs_softmax, weights_bytes
+from course_lib.fast_forms import auto_chunk_size
+from course_lib.feature_maps import elu_plus_one
 
 CHUNKED_CHUNK_SIZE = 64  # the "chunked" and "plain_linear_causal" contenders' fixed C; "auto" picks its own
 FLA_CHUNK_SIZE = 64  # fla's naive_chunk_linear_attn hard-codes C = 64
@@ -44,11 +49,23 @@ class Contender:
 
 
 def _softmax_flops(n: int, d: int) -> int:
-    return softmax_flops(n, d, d)
+    return FLOPS_PER_MAC * macs_softmax(n, n, d, d)
 
 
 def _linear_flops(n: int, d: int) -> int:
-    return linear_flops(n, d, d)
+    return FLOPS_PER_MAC * macs_linear(n, n, d, d)
+
+
+def _chunked_flops(chunk: Callable[[int, int], int]) -> Callable[[int, int], int]:
+    """FLOPs of a causal chunked contender whose chunk size at (n, d) is ``chunk(n, d)``."""
+    return lambda n, d: FLOPS_PER_MAC * macs_causal_chunked(n, d, d, chunk(n, d))
+
+
+def seeded_qkv(shape: tuple[int, ...], device: torch.device, *, seed: int, dtype: str) -> list[torch.Tensor]:
+    """q, k, v of ``shape`` from one CPU generator seeded with ``seed`` (the same numbers on every
+    device), then moved to ``device``: the inputs every suite times its contenders on."""
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(*shape, generator=generator, dtype=getattr(torch, dtype)).to(device) for _ in range(3)]
 
 
 def _sdpa(causal: bool) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Call]:
@@ -64,23 +81,23 @@ CONTENDERS: dict[str, Contender] = {
     for c in (
         # softmax_attention holds the scores and the weights, two [B, H, N, N] tensors, at once
         Contender("softmax", "softmax", False, lambda q, k, v: lambda: softmax_attention(q, k, v), _softmax_flops,
-                  dense_bytes=lambda bh, n, itemsize: 2 * bh * n * n * itemsize),
+                  dense_bytes=lambda bh, n, itemsize: 2 * weights_bytes(bh, n, n, itemsize)),
         # SDPA's fused kernels (flash attention on the CPU, memory-efficient on CUDA for fp32) work in
         # blocks and never hold the N×N weights: measured peaks are O(N·d), so no size is skipped for memory
         Contender("sdpa", "softmax", False, _sdpa(False), _softmax_flops),
         Contender("sdpa_causal", "softmax", True, _sdpa(True), _softmax_flops),
         Contender("linear", "linear", False, _linear(False, "auto"), _linear_flops),
         Contender("linear_causal_auto", "linear", True, _linear(True, "auto"),
-                  lambda n, d: chunked_flops(n, d, d, auto_chunk_size(n, d, d))),
+                  _chunked_flops(lambda n, d: auto_chunk_size(n, d, d))),
         Contender("linear_causal_chunked", "linear", True, _linear(True, "chunked", chunk_size=CHUNKED_CHUNK_SIZE),
-                  lambda n, d: chunked_flops(n, d, d, min(CHUNKED_CHUNK_SIZE, n))),
+                  _chunked_flops(lambda n, d: CHUNKED_CHUNK_SIZE)),
         Contender("linear_causal_recurrent", "linear", True, _linear(True, "recurrent"), _linear_flops,
                   python_loop=True),
         Contender("plain_linear", "linear", False, lambda q, k, v: lambda: plain_linear_attention(q, k, v),
                   _linear_flops),
         Contender("plain_linear_causal", "linear", True,
                   lambda q, k, v: lambda: plain_causal_linear_attention(q, k, v, CHUNKED_CHUNK_SIZE),
-                  lambda n, d: chunked_flops(n, d, d, min(CHUNKED_CHUNK_SIZE, n))),
+                  _chunked_flops(lambda n, d: CHUNKED_CHUNK_SIZE)),
     )
 }
 
@@ -111,9 +128,7 @@ def fla_peer() -> tuple[Contender | None, str]:
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # [B, N, H, d]
         return lambda: naive_chunk_linear_attn(elu_plus_one(q), elu_plus_one(k), v, scale=1.0, normalize=True)
 
-    def flops(n: int, d: int) -> int:
-        return chunked_flops(n, d, d, FLA_CHUNK_SIZE)
-
+    flops = _chunked_flops(lambda n, d: FLA_CHUNK_SIZE)
     return Contender("fla_naive_chunk", "linear", True, make, flops), "fla naive_chunk_linear_attn timed"
 
 

@@ -125,13 +125,42 @@ def decode_text(result: dict) -> str:
                + table(["ledger", "t*", "band", "status"], crossing) if crossing else ""))
 
 
+def engine_text(result: dict) -> str:
+    """The causal call's share outside its matmuls, decay's scaling and overhead, backward against forward."""
+    profile, decay, backward = result["profile"], result["decay"], result["backward"]
+    short, long = decay["ns"]
+    lines = [
+        f"causal call at N={profile['n']}: {profile['call_s'] * 1e3:.3g} ms profiled, matmuls "
+        f"{profile['matmul_s'] * 1e3:.3g} ms; share outside the matmuls {profile['outside_share']:.3g} "
+        f"(median of {len(profile['shares'])})",
+        f"decay={decay['gamma']}: {decay['decayed_short']['time_s'] * 1e3:.3g} ms at N={short}, "
+        f"{decay['decayed_long']['time_s'] * 1e3:.3g} ms at N={long} (ratio {decay['long_over_short']:.3g}); "
+        f"undecayed {decay['undecayed_long']['time_s'] * 1e3:.3g} ms (decayed / undecayed "
+        f"{decay['decayed_over_undecayed']:.3g})",
+    ]
+    if "error" in backward:
+        lines.append(f"backward at N={backward['n']}: {backward['error']}")
+    else:
+        lines.append(f"backward at N={backward['n']}: forward {backward['forward']['time_s'] * 1e3:.3g} ms, "
+                     f"forward + backward {backward['forward_backward']['time_s'] * 1e3:.3g} ms "
+                     f"(ratio {backward['ratio']:.3g})")
+    return "engine (medians; ratios measured in the same run)\n" + "\n".join(lines)
+
+
 def targets_text(verdicts: list[dict]) -> str:
-    """PASS/FAIL lines with the ratio behind each."""
-    shown = ("at_n", "noncausal_fraction", "bytes_first", "bytes_last")
-    rows = [[v["target"], v["value"], v["limit"], v["status"],
-             ", ".join(f"{key}={v[key]:.3g}" if isinstance(v[key], float) else f"{key}={v[key]}"
-                       for key in shown if key in v)] for v in verdicts]
-    return "targets (B=1, H=8, d=64, fp32)\n" + table(["target", "value", "limit", "status", "detail"], rows)
+    """PASS/FAIL lines with the ratio behind each and its details (N, bytes), then the verdicts' notes."""
+    fixed = {"target", "value", "limit", "passed", "status", "note"}
+
+    def detail(verdict: dict) -> str:
+        extras = [(key, value) for key, value in verdict.items()
+                  if key not in fixed and value is not None and not isinstance(value, dict)]
+        return ", ".join(f"{key}={value:.3g}" if isinstance(value, float) else f"{key}={value}"
+                         for key, value in extras)
+
+    rows = [[v["target"], v["value"], v["limit"], v["status"], detail(v)] for v in verdicts]
+    notes = [f"  {v['target']}: {v['note']}" for v in verdicts if v.get("note")]
+    return ("targets (B=1, H=8, d=64, fp32)\n" + table(["target", "value", "limit", "status", "detail"], rows)
+            + ("\nnotes:\n" + "\n".join(notes) if notes else ""))
 
 
 def write_json(path: Path, payload: dict) -> None:

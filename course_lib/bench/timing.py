@@ -1,7 +1,8 @@
-"""Time and peak memory of one call, on the CPU or CUDA.
+"""Time, peak memory and the matmul share of one call, on the CPU or CUDA.
 
 Time: ``course_lib.measure.time_call`` (torch.utils.benchmark: warm-up, median of
-blocks, the process's thread count, synchronised on CUDA).
+blocks, the process's thread count, synchronised on CUDA), or one call timed alone when it
+is long enough; ``interleaved_times`` takes turns between several calls.
 
 Peak memory, the most bytes held at once during one call above what was held before it:
 
@@ -14,6 +15,11 @@ Peak memory, the most bytes held at once during one call above what was held bef
   ``prof.events()`` files most allocations under the op that made them and so loses the
   order of allocation against free. Only allocations through torch's CPU allocator are seen
   (tensor storage), not Python objects.
+
+Matmul share (``matmul_share``): ``torch.profiler`` over one call; the self time of the matrix
+product ops (``MATMUL_OPS``: CPU time, or on CUDA the device time of their kernels) against the
+whole call's time (a ``record_function`` around it, synchronised). The profiler adds a few
+microseconds per op, charged to the ops, so the share outside the matmuls is, if anything, overstated.
 """
 
 import contextlib
@@ -24,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, record_function
 
 from course_lib.measure import time_call
 
@@ -89,7 +95,8 @@ def peak_memory(fn: Callable[[], object], device: torch.device) -> int:
     return _cpu_peak(fn)
 
 
-def _sync(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA); nothing to wait for on the CPU."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -99,10 +106,10 @@ def time_once(fn: Callable[[], object], device: torch.device, *, min_run_time: f
     long enough to need no blocking) or ``measure.time_call(fn, min_run_time=...)`` (a median of blocks)."""
     if not single_call:
         return time_call(fn, min_run_time=min_run_time)
-    _sync(device)
+    synchronize(device)
     start = time.perf_counter()
     fn()
-    _sync(device)
+    synchronize(device)
     return time.perf_counter() - start
 
 
@@ -133,9 +140,34 @@ def spread(seconds: list[float]) -> dict[str, float | list[float]]:
             "times_s": list(seconds)}
 
 
-def time_and_memory(
-    fn: Callable[[], object], device: torch.device, *, min_run_time: float, repeats: int = 1
-) -> tuple[dict, int]:
-    """(``spread`` of ``time_repeats``, peak extra bytes of one call)."""
-    seconds = time_repeats(fn, device, repeats=repeats, min_run_time=min_run_time)
-    return spread(seconds), peak_memory(fn, device)
+def interleaved_times(calls: dict[str, Callable[[], object]], device: torch.device, *, repeats: int,
+                      min_run_time: float) -> dict[str, list[float]]:
+    """{name: [seconds per call, one per repeat]}: repeat r times every call once before repeat r + 1
+    starts, so a burst of load on a shared machine hits every contender, not one."""
+    single = {name: warm_up_call(call, device, min_run_time=min_run_time) for name, call in calls.items()}
+    seconds = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            seconds[name].append(time_once(call, device, min_run_time=min_run_time, single_call=single[name]))
+    return seconds
+
+
+MATMUL_OPS = frozenset({"aten::mm", "aten::bmm", "aten::addmm", "aten::addmm_", "aten::baddbmm", "aten::baddbmm_",
+                        "aten::addbmm", "aten::addbmm_", "aten::mv", "aten::addmv", "aten::addmv_", "aten::dot"})
+CALL_LABEL = "course_lib.bench: the profiled call"
+
+
+def matmul_share(fn: Callable[[], object], device: torch.device) -> dict[str, float]:
+    """{"call_s", "matmul_s", "outside_share"} of one profiled call of ``fn()``: the call's time, the self
+    time of its ``MATMUL_OPS`` (device time on CUDA) and 1 − matmul_s / call_s (module docstring)."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    synchronize(device)
+    with _silenced_stderr_fd(), profile(activities=activities) as prof:
+        with record_function(CALL_LABEL):
+            fn()
+            synchronize(device)
+    events = prof.key_averages()
+    call_us = sum(event.cpu_time_total for event in events if event.key == CALL_LABEL)
+    self_us = (lambda e: e.self_device_time_total) if device.type == "cuda" else (lambda e: e.self_cpu_time_total)
+    matmul_us = sum(self_us(event) for event in events if event.key in MATMUL_OPS)
+    return {"call_s": call_us * 1e-6, "matmul_s": matmul_us * 1e-6, "outside_share": 1 - matmul_us / call_us}

@@ -7,9 +7,9 @@
 * ``complexity_panel``: multiply-adds and memory of both routes against N, and the crossover.
 
 One cost model throughout (notebook 09, misconception 2): multiply-accumulates (MACs) of the
-matrix products (``measure.macs_softmax``, ``measure.macs_linear``) plus, for Performer (FAVOR+),
+matrix products (``cost.macs_softmax``, ``cost.macs_linear``) plus, for Performer (FAVOR+),
 the projections of the N queries and N keys onto the m random directions, 2·N·m·d MACs
-(``feature_map_macs``). The n×n route and the linear route then cost the same at N = d for elu+1
+(``cost.feature_map_macs``). The n×n route and the linear route then cost the same at N = d for elu+1
 and at N = 2m for FAVOR+ (``crossover_n``).
 
 Inputs are float64 on the CPU, drawn from a seeded ``torch.Generator``, so every number
@@ -27,7 +27,8 @@ import torch
 
 from course_lib.attention import kernel_weights, linear_attention, softmax_weights
 from course_lib.feature_maps import elu_plus_one
-from course_lib.measure import feature_map_macs, macs_linear, macs_softmax, relative_error
+from course_lib.cost import feature_map_macs, macs_linear, macs_softmax
+from course_lib.measure import relative_error
 from course_lib.random_features import PerformerFeatures
 
 MODES = ("softmax", "linear (elu+1)", "Performer", "causal recurrent")
