@@ -1,27 +1,32 @@
-"""The fast paths behind ``linear_attention(method="auto")``: same sums as ``linear_forms``, fewer passes.
+"""The engine behind ``linear_attention(method="auto")``: the same sums as ``linear_forms``, fewer passes.
 
-Two layout choices make them fast (notebook 08 measures them):
-
-* **Causal: a loop over chunks, not tokens.** Chunk c (C tokens, all heads at once) costs four
-  small matmuls, tril(Qc Kcᵀ) V̂c + Qc Ŝ and Ŝ += Kcᵀ V̂c, whose operands stay in cache; the
-  ledger Ŝ [B, f, w] is the only state carried, so nothing of size n·f·dv is ever held.
-* **The normaliser rides along (causal).** Values get a column of ones, v̂ = [v | 1 | 0…]
-  [..., m, w] (w = dv + 1 rounded up to a multiple of 8: a 65-wide matmul ran ~25 % slower than
-  a 72-wide one here), so Σ_j φ(k_j) v̂_jᵀ = [S | z | 0…] and every matmul of the loop yields
-  numerator and denominator together. Non-causal needs no such trick: z = Σ_j φ(k_j) and
-  φ(q)ᵀz are two cheap reductions, cheaper than copying v.
-* **Few large temporaries.** A fresh tensor of tens of MB costs page faults on first touch
-  (at N = 8192, d = 128 an elementwise op into new memory took ~3× as long as in place), so the
-  outputs are written into buffers and divided in place.
-  A Python loop of n/C steps costs microseconds per step, a rounding error next to the matmuls
-  on a CPU. On an accelerator, where every small kernel launch costs as much as the math, the
-  vectorised ``linear_forms.chunked_form`` (all chunks at once) is used instead.
+* **Causal: one loop over chunks, not tokens** (``causal_attention``; it serves
+  ``linear_attention``, the positional forms and ``LinearAttentionState``). Chunk c (L ≤ C
+  tokens, all batch/head entries at once) costs four small matmuls whose operands stay in
+  cache, tril(Qc Kcᵀ) V̂c + Qc Ŝ and Ŝ += Kcᵀ V̂c; decay γ only rescales them (``_Decay``).
+  The ledger Ŝ [B, f, w] is the only state carried, so the work is linear in n and nothing
+  of size n·f·dv is ever held. Without gradients the features are computed
+  a block of rows at a time, so no whole φ(Q), φ(K) copy exists, and each block is divided
+  straight into the output.
+* **The normaliser rides along.** Values get a column of ones, v̂ = [v | 1 | 0…] (w = dv + 1
+  rounded up to a multiple of 8: a 65-wide matmul ran ~25 % slower than a 72-wide one here),
+  so Σ_j φ(k_j) v̂_jᵀ = [S | z | 0…] and every matmul yields numerator and denominator together.
+  This packing is private: ``PackedLedger`` hands out S and z.
+* **Its own backward** (``_ChunkLoop``): a second loop over the chunks in reverse, recomputing
+  each chunk's block from the saved inputs, so training memory stays O(n·(f + dv)) plus one
+  ledger per chunk, never O(n·f·dv) (see ``_ChunkLoop``).
+* A Python loop of n/C steps costs microseconds per step, small next to the matmuls on a CPU.
+  Non-causal needs no loop: S = φ(K)ᵀV and z = Σ_j φ(k_j) once (``fast_noncausal``).
 """
 
 import torch
 import torch.nn.functional as F
 
-Ledger = tuple[torch.Tensor, torch.Tensor]  # (S [..., f, dv], z [..., f])
+from course_lib.feature_maps import elu_plus_one, elu_plus_one_into, query_key_features
+from course_lib.linear_forms import chunked_form, decay_matrix
+from course_lib.validation import check_feature_shapes, checksum
+
+NO_EPS = None  # ``causal_attention(eps=NO_EPS)`` returns the raw numerator and denominator
 
 
 def auto_chunk_size(n: int, f: int, dv: int) -> int:
@@ -41,34 +46,31 @@ def augmented_width(dv: int) -> int:
     return -(-(dv + 1) // 8) * 8
 
 
-def augment_values(v: torch.Tensor, rows: int, width: int | None = None) -> torch.Tensor:
-    """v̂ = [v | 1 | 0…]: [..., m, dv] -> [..., rows, width], rows ≥ m (rows past m are zero: padding);
-    width defaults to ``augmented_width(dv)``."""
-    m, dv = v.shape[-2:]
-    v_hat = v.new_zeros(*v.shape[:-2], rows, augmented_width(dv) if width is None else width)
-    v_hat[..., :m, :dv] = v
-    v_hat[..., :m, dv] = 1.0
-    return v_hat
+class PackedLedger:
+    """A stream's ledger (S [..., f, dv], z [..., f]) stored as one tensor [S | z] [..., f, dv + 1].
 
+    One matmul then updates or reads both. ``S`` and ``z`` are views; ``packed`` is the
+    tensor itself (it carries the gradient when the stream's inputs require grad).
+    """
 
-def pad_rows(x: torch.Tensor, rows: int) -> torch.Tensor:
-    """[..., m, f] -> [..., rows, f] with zero rows appended; ``x`` itself when rows = m."""
-    return x if rows == x.shape[-2] else F.pad(x, (0, 0, 0, rows - x.shape[-2]))
+    def __init__(self, packed: torch.Tensor):
+        self.packed = packed
 
+    @classmethod
+    def zeros(cls, batch: torch.Size, f: int, dv: int, like: torch.Tensor) -> "PackedLedger":
+        return cls(like.new_zeros(*batch, f, dv + 1))
 
-def split_ledger(ledger_hat: torch.Tensor, dv: int) -> Ledger:
-    """[S | z | 0…] [..., f, w] -> (S [..., f, dv], z [..., f]), as views."""
-    return ledger_hat[..., :dv], ledger_hat[..., dv]
+    @property
+    def S(self) -> torch.Tensor:
+        return self.packed[..., :-1]
 
+    @property
+    def z(self) -> torch.Tensor:
+        return self.packed[..., -1]
 
-def join_ledger(ledger: Ledger, width: int | None = None) -> torch.Tensor:
-    """(S [..., f, dv], z [..., f]) -> [S | z | 0…] [..., f, width], a new tensor (width ≥ dv + 1)."""
-    S, z = ledger
-    dv = S.shape[-1]
-    ledger_hat = S.new_zeros(*S.shape[:-1], dv + 1 if width is None else width)
-    ledger_hat[..., :dv] = S
-    ledger_hat[..., dv] = z
-    return ledger_hat
+    @property
+    def nbytes(self) -> int:
+        return self.packed.nbytes
 
 
 def summarise_keys(phi_k: torch.Tensor, v: torch.Tensor, *, block: int = 1024) -> torch.Tensor:
@@ -87,7 +89,7 @@ def summarise_keys(phi_k: torch.Tensor, v: torch.Tensor, *, block: int = 1024) -
     blocks_v = v[..., :whole, :].unflatten(-2, (-1, block))  # [..., m/block, block, dv]
     summary = (blocks_k.transpose(-2, -1) @ blocks_v).sum(-3)  # [..., f, dv]
     if whole < m:
-        summary += phi_k[..., whole:, :].transpose(-2, -1) @ v[..., whole:, :]
+        summary = summary + phi_k[..., whole:, :].transpose(-2, -1) @ v[..., whole:, :]
     return summary
 
 
@@ -98,41 +100,270 @@ def fast_noncausal(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor) ->
     return numerator, denominator
 
 
-def fast_causal(
-    phi_q: torch.Tensor,
-    phi_k: torch.Tensor,
-    v: torch.Tensor,
-    *,
-    chunk_size: int | None = None,
-    ledger: Ledger | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, Ledger]:
-    """Causal (numerator, denominator, ledger after) by a loop over chunks; the same sums as
-    ``linear_forms.chunked_form`` (which it is tested against).
+class _Decay:
+    """The factors γ^x that decay puts into a chunk of up to C tokens, for log γ [B].
 
-    φq, φk [..., n, f], v [..., n, dv] with equal leading dims; ``ledger`` = (S, z) carried in
-    from earlier tokens. Per chunk c of C tokens, with Ŝ = [S | z | 0…] summing everything before it:
-        out_c = tril(Qc Kcᵀ) V̂c + Qc Ŝ     [B, C, w]
-        Ŝ    += Kcᵀ V̂c                      [B, f, w]
-    Returns a contiguous numerator [..., n, dv] (a fresh buffer: callers may divide it in place).
+    within [B, C, C] = γ^{t−s} (s ≤ t, else 0); from_ledger [B, C, 1] = γ^{t+1};
+    to_end [B, C, 1] = γ^{C−1−s}. A chunk of L < C tokens uses the leading L×L block,
+    the first L rows of from_ledger and the last L of to_end; across(L) = γ^L [B, 1, 1].
     """
-    batch, (n, f), dv = phi_q.shape[:-2], phi_q.shape[-2:], v.shape[-1]
+
+    def __init__(self, log_gamma: torch.Tensor, C: int):
+        t = torch.arange(C, dtype=log_gamma.dtype, device=log_gamma.device)
+        self.log_gamma = log_gamma[:, None, None]  # [B, 1, 1]
+        self.C = C
+        self.within = decay_matrix(C, log_gamma)  # [B, C, C]
+        self.from_ledger = torch.exp((t + 1)[:, None] * self.log_gamma)  # [B, C, 1]
+        self.to_end = torch.exp((C - 1 - t)[:, None] * self.log_gamma)  # [B, C, 1]
+
+    def mask(self, scores: torch.Tensor) -> torch.Tensor:
+        L = scores.shape[-1]
+        return scores.mul_(self.within[:, :L, :L])
+
+    def reader(self, qc: torch.Tensor) -> torch.Tensor:
+        return qc * self.from_ledger[:, : qc.shape[1]]
+
+    def writer(self, kc: torch.Tensor) -> torch.Tensor:
+        return kc * self.to_end[:, self.C - kc.shape[1] :]
+
+    def across(self, L: int) -> torch.Tensor:
+        return torch.exp(L * self.log_gamma)
+
+
+class _NoDecay:
+    """γ = 1: the causal mask is a tril and every other factor is 1 (nothing is multiplied)."""
+
+    @staticmethod
+    def mask(scores: torch.Tensor) -> torch.Tensor:
+        return scores.tril_()
+
+    @staticmethod
+    def reader(qc: torch.Tensor) -> torch.Tensor:
+        return qc
+
+    writer = reader
+
+    @staticmethod
+    def across(L: int) -> None:
+        return None
+
+
+def _decay_for(log_gamma: torch.Tensor | None, C: int) -> _Decay | _NoDecay:
+    return _NoDecay() if log_gamma is None else _Decay(log_gamma, C)
+
+
+def _values_buffer(v: torch.Tensor, C: int) -> torch.Tensor:
+    """[B, C, w] zeros with the ones column set: each chunk copies its v into [..., :dv]."""
+    buffer = v.new_zeros(v.shape[0], C, augmented_width(v.shape[-1]))
+    buffer[..., v.shape[-1]] = 1.0
+    return buffer
+
+
+BLOCK_ROWS = 512  # rows whose features and [v | 1] are prepared at once: few elementwise ops, buffers of ~1 MB
+
+
+def _forward_loop(features, v: torch.Tensor, ledger: torch.Tensor, decay, C: int, eps: float | None,
+                  saved_ledgers: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The chunk loop. ``features(start, stop)`` -> (φq, φk) [B, rows, f]; v [B, n, dv]; ``ledger``
+    [B, f, w] is updated in place to the ledger after the sequence.
+
+    Features and augmented values are prepared a block of ``BLOCK_ROWS`` rows (whole chunks) at a
+    time: an elementwise op on a 64-row chunk costs as much in overhead as in arithmetic.
+    Returns (out [B, n, dv], normaliser [B, n]): out = numerator / (denominator + eps) and
+    normaliser = denominator + eps, or the raw numerator and denominator when eps is NO_EPS.
+    ``saved_ledgers`` [n/C, B, f, w], if given, receives the ledger before each chunk.
+    """
+    B, n, dv = v.shape
+    out = v.new_empty(B, n, dv)
+    normaliser = v.new_empty(B, n)
+    rows = C * max(1, BLOCK_ROWS // C)
+    v_hat = _values_buffer(v, min(rows, n))  # [B, rows, w]
+    sums = torch.empty_like(v_hat)  # [B, rows, w]: each chunk's [num | den | 0…], divided once per block
+    for block in range(0, n, rows):
+        q_block, k_block = features(block, min(block + rows, n))  # [B, R, f]
+        R = q_block.shape[1]
+        v_block, sums_block = v_hat[:, :R], sums[:, :R]  # a last block may be shorter
+        v_block[..., :dv] = v[:, block : block + R]
+        for offset in range(0, R, C):
+            local = slice(offset, offset + C)
+            qc, kc, vc = q_block[:, local], k_block[:, local], v_block[:, local]  # [B, L, ·]
+            if saved_ledgers is not None:
+                saved_ledgers[(block + offset) // C] = ledger
+            scores = decay.mask(torch.bmm(qc, kc.transpose(1, 2)))  # [B, L, L]
+            sums_block[:, local] = torch.bmm(scores, vc).baddbmm_(decay.reader(qc), ledger)  # [B, L, w]
+            across = decay.across(qc.shape[1])
+            if across is not None:
+                ledger.mul_(across)
+            ledger.baddbmm_(decay.writer(kc).transpose(1, 2), vc)
+        rows_out = slice(block, block + R)
+        if eps is NO_EPS:
+            out[:, rows_out], normaliser[:, rows_out] = sums_block[..., :dv], sums_block[..., dv]
+        else:
+            torch.add(sums_block[..., dv], eps, out=normaliser[:, rows_out])
+            torch.div(sums_block[..., :dv], normaliser[:, rows_out, None], out=out[:, rows_out])
+    return out, normaliser
+
+
+class _ChunkLoop(torch.autograd.Function):
+    """The chunk loop on features φq, φk [B, n, f] and values v [B, n, dv], differentiable.
+
+    forward(φq, φk, v, ledger [B, f, w], log γ [B] or None, C, eps) ->
+    (out [B, n, dv], normaliser [B, n] (not differentiable), ledger after [B, f, w]).
+    Saved for backward: φq, φk, v, out, normaliser and the ledger before each chunk
+    [n/C, B, f, w], i.e. O(n·(f + dv) + (n/C)·f·w) numbers (with C = 64, f = dv = 64 the
+    ledgers are 72n numbers beside the inputs' 192n); nothing of size n·f·dv.
+    backward: the loop in reverse. Per chunk, with P = A V̂ + Q̃ Ŝ_b, A = (Q Kᵀ) ⊙ W, Q̃ = a ⊙ Q,
+    Ŝ_a = λ Ŝ_b + (b ⊙ K)ᵀ V̂ (a = γ^{t+1}, b = γ^{L−1−s}, λ = γ^L, all 1 without decay) and
+    dŜ_a flowing back from later chunks:
+        dA = (dP V̂ᵀ) ⊙ W,  dQ = dA K + a ⊙ (dP Ŝ_bᵀ),  dK = dAᵀ Q + b ⊙ (V̂ dŜ_aᵀ),
+        dV̂ = Aᵀ dP + (b ⊙ K) dŜ_a,  dŜ_b = λ dŜ_a + Q̃ᵀ dP.
+    γ itself gets no gradient here (``causal_attention`` routes a γ that requires grad to
+    the readable ``linear_forms.chunked_form``).
+    """
+
+    @staticmethod
+    def forward(ctx, phi_q, phi_k, v, ledger, log_gamma, C, eps):
+        ledger = ledger.clone()
+        saved = ledger.new_empty(-(-v.shape[1] // C), *ledger.shape)
+        decay = _decay_for(log_gamma, C)
+        out, normaliser = _forward_loop(lambda a, b: (phi_q[:, a:b], phi_k[:, a:b]), v, ledger, decay, C, eps, saved)
+        if eps is not NO_EPS:
+            ctx.mark_non_differentiable(normaliser)
+        ctx.save_for_backward(phi_q, phi_k, v, out, normaliser, saved)
+        ctx.log_gamma, ctx.C, ctx.eps = log_gamma, C, eps
+        return out, normaliser, ledger
+
+    @staticmethod
+    def backward(ctx, d_out, d_normaliser, d_ledger):
+        phi_q, phi_k, v, out, normaliser, saved = ctx.saved_tensors
+        C, dv, decay = ctx.C, v.shape[-1], _decay_for(ctx.log_gamma, ctx.C)
+        d_q, d_k, d_v = torch.empty_like(phi_q), torch.empty_like(phi_k), torch.empty_like(v)
+        d_S = d_ledger.clone()  # [B, f, w]; autograd passes zeros for outputs that got no gradient
+        v_hat, d_p = _values_buffer(v, C), torch.zeros_like(_values_buffer(v, C))
+        starts = list(range(0, v.shape[1], C))
+        for chunk in reversed(range(len(starts))):
+            start, stop = starts[chunk], min(starts[chunk] + C, v.shape[1])
+            qc, kc, S_b = phi_q[:, start:stop], phi_k[:, start:stop], saved[chunk]
+            vc, dpc = v_hat[:, : stop - start], d_p[:, : stop - start]
+            vc[..., :dv] = v[:, start:stop]
+            rows = slice(start, stop)
+            _chunk_output_grad(dpc, d_out[:, rows], d_normaliser[:, rows], out[:, rows], normaliser[:, rows], ctx.eps)
+            scores = decay.mask(torch.bmm(qc, kc.transpose(1, 2)))  # A [B, L, L]
+            d_scores = decay.mask(torch.bmm(dpc, vc.transpose(1, 2)))  # dA [B, L, L]
+            d_q[:, rows] = torch.baddbmm(decay.reader(torch.bmm(dpc, S_b.transpose(1, 2))), d_scores, kc)
+            d_k[:, rows] = torch.baddbmm(decay.writer(torch.bmm(vc, d_S.transpose(1, 2))), d_scores.transpose(1, 2), qc)
+            d_v[:, rows] = torch.baddbmm(torch.bmm(decay.writer(kc), d_S), scores.transpose(1, 2), dpc)[..., :dv]
+            across = decay.across(stop - start)
+            if across is not None:
+                d_S.mul_(across)
+            d_S.baddbmm_(decay.reader(qc).transpose(1, 2), dpc)
+        return d_q, d_k, d_v, d_S, None, None, None
+
+
+def _chunk_output_grad(d_p, d_out, d_normaliser, out, normaliser, eps) -> None:
+    """dP [B, L, w], the gradient of the chunk's [num | den | 0…]: [dO/den | −Σ(dO·o)/den | 0…] when the
+    loop divided (o = num/den), or [dnum | dden | 0…] when it returned the raw sums (eps = NO_EPS)."""
+    dv = out.shape[-1]
+    if eps is NO_EPS:
+        d_p[..., :dv], d_p[..., dv] = d_out, d_normaliser
+        return
+    scaled = d_out / normaliser.unsqueeze(-1)  # [B, L, dv]
+    d_p[..., :dv] = scaled
+    d_p[..., dv] = -(scaled * out).sum(-1)
+
+
+def causal_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map=None, *, chunk_size: int | None = None,
+    eps: float | None = 0.0, log_gamma: torch.Tensor | None = None, ledger: PackedLedger | None = None,
+    dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, PackedLedger, torch.Tensor]:
+    """Causal linear attention by the chunk loop: (out [..., n, dv], normaliser [..., n], ledger after,
+    checksum = Σq + Σk, finite exactly when q and k are: ``validation.Suspects.checksum``).
+
+    q, k [..., n, d] and v [..., n, dv] share their leading dims. ``feature_map`` None means q
+    and k are features already. out = numerator / normaliser with normaliser = denominator +
+    eps, or the raw (numerator, denominator) with eps = NO_EPS. ``log_gamma`` [...] decays the
+    past by γ per token; ``ledger`` is carried in from earlier tokens; ``dtype`` is the
+    arithmetic's (default q's). Differentiable in q, k, v and the ledger (``_ChunkLoop``);
+    a γ that requires grad goes through the readable ``linear_forms.chunked_form`` instead.
+    Values are not checked here: the caller checks the result (``validation.check_result``).
+    """
+    batch, n, dv = q.shape[:-2], q.shape[-2], v.shape[-1]
+    B, dtype = batch.numel(), q.dtype if dtype is None else dtype
+    q, k, v = (x.reshape(B, n, x.shape[-1]) for x in (q, k, v))
+    v = v.to(dtype)
+
+    def features(start: int, stop: int, reuse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        qc, kc = q[:, start:stop], k[:, start:stop]
+        if feature_map is elu_plus_one and reuse:
+            return reused.elu_plus_one("q", qc), reused.elu_plus_one("k", kc)
+        if reuse:
+            reused.total.add_(qc.sum(dtype=reused.total.dtype)).add_(kc.sum(dtype=reused.total.dtype))
+        if feature_map is not None:  # a block copied first runs the map ~1.5× faster than a strided view
+            qc, kc = query_key_features(feature_map, qc.contiguous(), kc.contiguous())
+        return qc.to(dtype), kc.to(dtype)
+
+    first_q, first_k = features(0, 1)  # the map's output shape, and whether it carries a gradient
+    check_feature_shapes("q", first_q, 1)
+    check_feature_shapes("k", first_k, 1)
+    f = first_q.shape[-1]
+    if first_k.shape[-1] != f:
+        raise ValueError(f"feature_map gave q and k different feature counts: {f} and {first_k.shape[-1]}")
+    if ledger is not None and ledger.packed.shape[-2] != f:
+        raise ValueError(f"k's features f={f} do not match the ledger built so far, f={ledger.packed.shape[-2]}; "
+                         "call reset() for a new stream")
     C = auto_chunk_size(n, f, dv) if chunk_size is None else min(chunk_size, n)
-    padded = -(-n // C) * C
-    q = pad_rows(phi_q, padded).reshape(-1, padded, f)  # [B, n', f]; zero rows add nothing
-    k = pad_rows(phi_k, padded).reshape(-1, padded, f)  # [B, n', f]
-    v_hat = augment_values(v, padded).reshape(-1, padded, augmented_width(dv))  # [B, n', w]
-    width = v_hat.shape[-1]
-    ledger_hat = (
-        q.new_zeros(q.shape[0], f, width) if ledger is None else join_ledger(ledger, width).reshape(-1, f, width)
-    )
-    numerator = q.new_empty(q.shape[0], padded, dv)  # [B, n', dv]
-    denominator = q.new_empty(q.shape[0], padded)  # [B, n']
-    for start in range(0, padded, C):
-        rows = slice(start, start + C)
-        qc, kc, vc = q[:, rows], k[:, rows], v_hat[:, rows]  # [B, C, ·]
-        out_c = torch.bmm(torch.bmm(qc, kc.transpose(1, 2)).tril_(), vc).baddbmm_(qc, ledger_hat)  # [B, C, w]
-        numerator[:, rows], denominator[:, rows] = out_c[..., :dv], out_c[..., dv]
-        ledger_hat.baddbmm_(kc.transpose(1, 2), vc)
-    numerator = numerator.reshape(*batch, padded, dv)[..., :n, :]
-    denominator = denominator.reshape(*batch, padded)[..., :n]
-    return numerator, denominator, split_ledger(ledger_hat.reshape(*batch, f, width), dv)
+    packed = v.new_zeros(B, f, dv + 1) if ledger is None else ledger.packed.reshape(B, f, dv + 1).to(dtype)
+    log_gamma = None if log_gamma is None else log_gamma.reshape(B).to(dtype)
+    tracked = (v, first_q, first_k, packed) + (() if log_gamma is None else (log_gamma,))
+    reused = _ReusedBlocks(q, dtype)
+    if torch.is_grad_enabled() and any(x.requires_grad for x in tracked):
+        reused.total = checksum(q, k)
+        out, normaliser, packed = _differentiable(features(0, n), v, packed, log_gamma, C, eps)
+    else:
+        packed = _pad_ledger(packed, augmented_width(dv))
+        reuse = lambda start, stop: features(start, stop, reuse=True)  # noqa: E731
+        out, normaliser = _forward_loop(reuse, v, packed, _decay_for(log_gamma, C), C, eps)
+        packed = packed[..., : dv + 1].contiguous()
+    after = PackedLedger(packed.reshape(*batch, f, dv + 1))
+    return out.reshape(*batch, n, dv), normaliser.reshape(*batch, n), after, reused.total
+
+
+class _ReusedBlocks:
+    """elu + 1 of blocks of rows into buffers reused from block to block (``elu_plus_one_into``):
+    at N = 8192 fresh 1 MB blocks spent as long in page faults as in arithmetic. ``total``
+    accumulates Σq + Σk over the blocks read (the caller's checksum), summed while in cache."""
+
+    def __init__(self, like: torch.Tensor, dtype: torch.dtype):
+        self.dtype, self.buffers = dtype, {}
+        self.total = like.new_zeros((), dtype=torch.float64 if dtype == torch.float64 else torch.float32)
+
+    def elu_plus_one(self, role: str, x: torch.Tensor) -> torch.Tensor:
+        key = (role, x.shape)  # q and k each their own; a shorter last block too
+        if key not in self.buffers:
+            self.buffers[key] = tuple(torch.empty_like(x) for _ in range(2))
+        phi, scratch = self.buffers[key]
+        self.total.add_(phi.copy_(x).sum(dtype=self.total.dtype))
+        return elu_plus_one_into(phi, scratch).to(self.dtype)  # φ in the inputs' dtype, then the ledger's
+
+
+def _differentiable(phi, v, packed, log_gamma, C, eps):
+    """The loop under autograd: ``_ChunkLoop``, or the readable chunked form when γ needs a gradient."""
+    phi_q, phi_k = phi
+    dv = v.shape[-1]
+    if log_gamma is not None and log_gamma.requires_grad:
+        numerator, denominator, (S, z) = chunked_form(
+            phi_q, phi_k, v, causal=True, chunk_size=C, log_gamma=log_gamma, ledger=(packed[..., :dv], packed[..., dv]))
+        after = torch.cat([S, z.unsqueeze(-1)], dim=-1)
+        if eps is NO_EPS:
+            return numerator, denominator, after
+        normaliser = denominator + eps
+        return numerator / normaliser.unsqueeze(-1), normaliser.detach(), after
+    out, normaliser, after = _ChunkLoop.apply(phi_q, phi_k, v, _pad_ledger(packed, augmented_width(dv)), log_gamma,
+                                              C, eps)
+    return out, normaliser, after[..., : dv + 1].contiguous()
+
+
+def _pad_ledger(packed: torch.Tensor, width: int) -> torch.Tensor:
+    """[B, f, dv + 1] -> [B, f, width], zero columns appended (a new tensor; differentiable)."""
+    return F.pad(packed, (0, width - packed.shape[-1]))

@@ -10,8 +10,8 @@ back in and keeps the blackboard Σ_j φ(k_j)v_jᵀ (notebook 07):
 - ``cosformer_attention``: ReLU features re-weighted by cos(π(i−j)/(2M)) (the oracle
   is ``cosformer_kernel_attention``).
 - decay (retention): ``linear_attention(..., causal=True, decay=γ)`` weights key j by
-  γ^{i−j}, ALiBi's multiplicative counterpart (the oracle ``retention_kernel_attention``
-  lives in ``course_lib.retention`` and is re-exported here).
+  γ^{i−j}, ALiBi's multiplicative counterpart (the oracle is
+  ``retention.retention_kernel_attention``).
 - seed 1's two remedies: ``add_absolute_positions`` (a sinusoidal table added to q, k
   before φ) and a causal sliding window (``window_linear_attention``, the oracle
   ``window_kernel_attention``); ``cosformer_weights`` and ``window_weights`` are the
@@ -25,18 +25,20 @@ import math
 
 import torch
 
-from course_lib.attention import FeatureMap, causal_mask
-from course_lib.feature_maps import elu_plus_one, feature_pair, relu
-from course_lib.linear_forms import check_method, evaluate_form
-from course_lib.retention import retention_kernel_attention  # noqa: F401 - re-exported: the decay remedy
+from course_lib.attention import check_method, linear_sums
+from course_lib.feature_maps import FeatureMap, elu_plus_one, feature_pair, relu
+from course_lib.linear_forms import causal_mask
 from course_lib.validation import (
+    Suspects,
     broadcast_qkv,
     check_eps,
     check_qk,
     check_qkv,
+    check_result,
     normalise,
     require_finite,
     require_tensor,
+    working_dtype,
 )
 
 
@@ -78,7 +80,12 @@ def rope(x: torch.Tensor, *, base: float = 10000.0, positions: torch.Tensor | No
     same function. ``positions``: [n] integer or float positions; d must be even.
     """
     require_tensor("x", x)
-    base = _check_base(base)
+    require_finite("x", x)
+    return _rotate(x, _check_base(base), positions)
+
+
+def _rotate(x: torch.Tensor, base: float, positions: torch.Tensor | None = None) -> torch.Tensor:
+    """``rope`` without the scan of x's values (for features whose result is checked anyway)."""
     n, d = x.shape[-2:]
     if d % 2:
         raise ValueError(f"rope rotates pairs of dims, so x's last dim must be even, got d={d}")
@@ -109,7 +116,7 @@ def _rotated_features(feature_map: FeatureMap, q: torch.Tensor, k: torch.Tensor,
     f = phi_q.shape[-1]
     if f % 2:
         raise ValueError(f"RoPE rotates pairs of features, so feature_map must give an even count, got f={f}")
-    return phi_q, phi_k, rope(phi_q, base=base), rope(phi_k, base=base)
+    return phi_q, phi_k, _rotate(phi_q, base), _rotate(phi_k, base)
 
 
 def rope_kernel_weights(
@@ -123,14 +130,16 @@ def rope_kernel_weights(
     other by more than 90°.
     """
     check_qk(q, k, causal=causal)
-    eps = check_eps(eps)
+    eps = check_eps(eps, q.dtype)
+    dtype, (q, k) = q.dtype, (x.to(working_dtype(q.dtype)) for x in (q, k))
     phi_q, phi_k, rot_q, rot_k = _rotated_features(feature_map, q, k, _check_base(base))
     scores = rot_q @ rot_k.transpose(-2, -1)  # [..., n, m], relative: φ(q_i)ᵀR_{j−i}φ(k_j)
     plain = phi_q @ phi_k.transpose(-2, -1)  # [..., n, m]
     if causal:
         future = ~causal_mask(q.shape[-2], q.device)
         scores, plain = scores.masked_fill(future, 0.0), plain.masked_fill(future, 0.0)
-    return normalise(scores, plain.sum(-1), eps)
+    suspects = Suspects({"q": q, "k": k}, lambda: (phi_q, phi_k))
+    return normalise(scores, plain.sum(-1), eps, suspects).to(dtype)
 
 
 def rope_kernel_attention(
@@ -142,7 +151,9 @@ def rope_kernel_attention(
     Builds the n×m matrix: O(n·m·f) time, O(n·m) memory.
     """
     check_qkv(q, k, v, causal=causal)
-    return rope_kernel_weights(q, k, feature_map, causal=causal, eps=eps, base=base) @ v
+    weights = rope_kernel_weights(q, k, feature_map, causal=causal, eps=eps, base=base)
+    out = weights.to(working_dtype(v.dtype)) @ v.to(working_dtype(v.dtype))
+    return check_result(out, None, eps, Suspects({"v": v})).to(v.dtype)
 
 
 def rope_linear_attention(
@@ -162,13 +173,16 @@ def rope_linear_attention(
     ``attention.linear_attention``; f = the feature count must be even.
     """
     check_qkv(q, k, v, causal=causal)
-    eps = check_eps(eps)
+    eps = check_eps(eps, q.dtype)
     chunk_size = check_method(method, chunk_size)
-    q, k, v = broadcast_qkv(q, k, v)
+    dtype = v.dtype
+    q, k, v = (x.to(working_dtype(dtype)) for x in broadcast_qkv(q, k, v))
     phi_q, phi_k, rot_q, rot_k = _rotated_features(feature_map, q, k, _check_base(base))
-    numerator, _ = evaluate_form(rot_q, rot_k, v, causal=causal, method=method, chunk_size=chunk_size)
-    _, denominator = evaluate_form(phi_q, phi_k, v[..., :1], causal=causal, method=method, chunk_size=chunk_size)
-    return normalise(numerator, denominator, eps)
+    sums = {"causal": causal, "method": method, "chunk_size": chunk_size}
+    numerator, _ = linear_sums(rot_q, rot_k, v, **sums)
+    _, denominator = linear_sums(phi_q, phi_k, v[..., :1], **sums)
+    suspects = Suspects({"q": q, "k": k, "v": v}, lambda: (phi_q, phi_k))
+    return normalise(numerator, denominator, eps, suspects).to(dtype)
 
 
 def _cosformer_horizon(n: int, m: int, horizon: int | None) -> int:
@@ -198,15 +212,18 @@ def cosformer_kernel_attention(
     the weights are non-negative and decay with distance. Builds the n×m matrix.
     """
     check_qkv(q, k, v, causal=causal)
-    eps = check_eps(eps)
+    eps = check_eps(eps, q.dtype)
     n, m = q.shape[-2], k.shape[-2]
     horizon = _cosformer_horizon(n, m, horizon)
+    dtype = v.dtype
+    q, k, v = (x.to(working_dtype(dtype)) for x in (q, k, v))
     phi_q, phi_k = feature_pair(feature_map, q, k)
     distance = _angles(n, horizon, phi_q) - _angles(m, horizon, phi_q).T  # [n, m], π(i − j)/(2M)
     scores = (phi_q @ phi_k.transpose(-2, -1)) * distance.cos()  # [..., n, m]
     if causal:
         scores = scores.masked_fill(~causal_mask(n, q.device), 0.0)
-    return normalise(scores @ v, scores.sum(-1), eps)
+    suspects = Suspects({"q": q, "k": k, "v": v}, lambda: (phi_q, phi_k))
+    return normalise(scores @ v, scores.sum(-1), eps, suspects).to(dtype)
 
 
 def cosformer_attention(
@@ -225,16 +242,18 @@ def cosformer_attention(
     on its length. ``method``/``chunk_size`` as in ``attention.linear_attention``.
     """
     check_qkv(q, k, v, causal=causal)
-    eps = check_eps(eps)
+    eps = check_eps(eps, q.dtype)
     chunk_size = check_method(method, chunk_size)
     horizon = _cosformer_horizon(q.shape[-2], k.shape[-2], horizon)
-    q, k, v = broadcast_qkv(q, k, v)
+    dtype = v.dtype
+    q, k, v = (x.to(working_dtype(dtype)) for x in broadcast_qkv(q, k, v))
     phi_q, phi_k = feature_pair(feature_map, q, k)
     a_q, a_k = _angles(q.shape[-2], horizon, phi_q), _angles(k.shape[-2], horizon, phi_k)  # [n, 1], [m, 1]
     psi_q = torch.cat((phi_q * a_q.cos(), phi_q * a_q.sin()), dim=-1)  # [..., n, 2f]
     psi_k = torch.cat((phi_k * a_k.cos(), phi_k * a_k.sin()), dim=-1)  # [..., m, 2f]
-    numerator, denominator = evaluate_form(psi_q, psi_k, v, causal=causal, method=method, chunk_size=chunk_size)
-    return normalise(numerator, denominator, eps)
+    numerator, denominator = linear_sums(psi_q, psi_k, v, causal=causal, method=method, chunk_size=chunk_size)
+    suspects = Suspects({"q": q, "k": k, "v": v}, lambda: (phi_q, phi_k))
+    return normalise(numerator, denominator, eps, suspects).to(dtype)
 
 
 # --- seed 1's two remedies and the position weights of notebook 07's verdict table -------------
@@ -332,11 +351,14 @@ def window_kernel_attention(
     Builds the n×n matrix (n = m). window ≥ n gives plain causal linear attention.
     """
     check_qkv(q, k, v, causal=True)
-    eps, window = check_eps(eps), _check_window(window)
+    eps, window = check_eps(eps, q.dtype), _check_window(window)
+    dtype = v.dtype
+    q, k, v = (x.to(working_dtype(dtype)) for x in (q, k, v))
     phi_q, phi_k = feature_pair(feature_map, q, k)
     scores = (phi_q @ phi_k.transpose(-2, -1)) * window_weights(q.shape[-2], window, dtype=phi_q.dtype,
                                                                 device=phi_q.device)  # [..., n, n]
-    return normalise(scores @ v, scores.sum(-1), eps, in_place=True)  # in place: differentiable
+    suspects = Suspects({"q": q, "k": k, "v": v}, lambda: (phi_q, phi_k))
+    return normalise(scores @ v, scores.sum(-1), eps, suspects).to(dtype)
 
 
 def window_linear_attention(
@@ -356,18 +378,20 @@ def window_linear_attention(
     Both equal ``window_kernel_attention``; q [..., n, d], k [..., n, d], v [..., n, dv].
     """
     check_qkv(q, k, v, causal=True)
-    eps, window = check_eps(eps), _check_window(window)
+    eps, window = check_eps(eps, q.dtype), _check_window(window)
     if method not in ("ledger", "banded"):
         raise ValueError(f"method must be 'ledger' or 'banded', got {method!r}")
-    q, k, v = broadcast_qkv(q, k, v)
+    dtype = v.dtype
+    q, k, v = (x.to(working_dtype(dtype)) for x in broadcast_qkv(q, k, v))
     phi_q, phi_k = feature_pair(feature_map, q, k)  # [..., n, f] each
+    suspects = Suspects({"q": q, "k": k, "v": v}, lambda: (phi_q, phi_k))
     if method == "banded":
         w = min(window, q.shape[-2])
         # the features (not the keys) are zero-padded in front, so the w − 1 missing keys weigh 0
         keys = torch.nn.functional.pad(phi_k, (0, 0, w - 1, 0)).unfold(-2, w, 1)  # [..., n, f, w]
         values = torch.nn.functional.pad(v, (0, 0, w - 1, 0)).unfold(-2, w, 1)  # [..., n, dv, w]
         scores = (phi_q[..., :, :, None] * keys).sum(-2)  # [..., n, w]
-        return normalise((values * scores[..., None, :]).sum(-1), scores.sum(-1), eps, in_place=True)
+        return normalise((values * scores[..., None, :]).sum(-1), scores.sum(-1), eps, suspects).to(dtype)
     S = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], v.shape[-1])  # [..., f, dv]
     z = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1])  # [..., f]
     numerators, denominators = [], []
@@ -378,4 +402,4 @@ def window_linear_attention(
             z = z - phi_k[..., i - window, :]
         numerators.append(phi_q[..., i, None, :] @ S)  # [..., 1, dv]
         denominators.append((phi_q[..., i, :] * z).sum(-1, keepdim=True))  # [..., 1]
-    return normalise(torch.cat(numerators, dim=-2), torch.cat(denominators, dim=-1), eps, in_place=True)
+    return normalise(torch.cat(numerators, dim=-2), torch.cat(denominators, dim=-1), eps, suspects).to(dtype)

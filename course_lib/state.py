@@ -2,25 +2,35 @@
 
 import torch
 
-from course_lib.fast_forms import augment_values, auto_chunk_size, join_ledger, split_ledger
-from course_lib.feature_maps import FeatureMap, elu_plus_one, feature_pair
-from course_lib.linear_forms import causal_form
-from course_lib.retention import decayed_chunked_form, log_decay
-from course_lib.validation import broadcast_qkv, check_chunk_size, check_eps, check_qkv, normalise
+from course_lib import fast_forms
+from course_lib.feature_maps import FeatureMap, elu_plus_one, feature_pair, query_key_features
+from course_lib.validation import (
+    Suspects,
+    broadcast_qkv,
+    check_chunk_size,
+    check_decay,
+    check_eps,
+    check_qkv,
+    check_result,
+    working_dtype,
+)
 
 
 class LinearAttentionState:
     """Streaming causal linear attention (notebook 05, "the ledger").
 
     Holds S = Σ φ(k_j)v_jᵀ [..., f, dv] and z = Σ φ(k_j) [..., f] over every token
-    seen so far. ``step`` takes one token, ``extend`` a chunk; either way the output
-    equals ``linear_attention(..., causal=True)`` on the whole stream, and the memory
-    held (``nbytes``) does not grow with the stream.
+    seen so far (faded by γ per token with ``decay``). ``step`` takes one token, ``extend``
+    a chunk; either way the output equals ``linear_attention(..., causal=True)`` on the
+    whole stream, and the memory held (``nbytes``) does not grow with the stream.
+    When the inputs require grad, so does the ledger: backpropagating through several
+    ``extend`` calls trains through the stream (truncated backprop: ``detach_`` cuts it).
 
     ``ledger_dtype`` (e.g. ``torch.float64``) keeps S and z, and the arithmetic of each
     chunk, in a wider dtype than the inputs; outputs come back in the inputs' dtype.
     Over a long float32 stream fed token by token the ledger otherwise drifts: each
-    addition rounds to the ledger's precision (notebook 05 measures it).
+    addition rounds to the ledger's precision (notebook 05 measures it). float16/bfloat16
+    inputs get a float32 ledger unless ``ledger_dtype`` says otherwise.
     """
 
     def __init__(
@@ -37,29 +47,36 @@ class LinearAttentionState:
         self.ledger_dtype = ledger_dtype
         self.feature_map = feature_map
         self.decay = decay  # γ: the ledger fades by γ per token (retention); None keeps everything
-        self.eps = check_eps(eps)
+        self.eps = check_eps(eps, ledger_dtype)
         self.chunk_size = check_chunk_size(chunk_size)
-        self.ledger_hat: torch.Tensor | None = None  # [S | z]: [..., f, dv+1]
-        self.tokens_seen = 0
+        self.reset()
 
     @property
     def S(self) -> torch.Tensor | None:
-        """Σ_j φ(k_j) v_jᵀ over the tokens seen, [..., f, dv] (a view of ``ledger_hat``)."""
-        return None if self.ledger_hat is None else split_ledger(self.ledger_hat, self.ledger_hat.shape[-1] - 1)[0]
+        """Σ_j φ(k_j) v_jᵀ over the tokens seen, [..., f, dv]."""
+        return None if self.ledger is None else self.ledger.S
 
     @property
     def z(self) -> torch.Tensor | None:
-        """Σ_j φ(k_j) over the tokens seen, [..., f] (a view of ``ledger_hat``)."""
-        return None if self.ledger_hat is None else split_ledger(self.ledger_hat, self.ledger_hat.shape[-1] - 1)[1]
+        """Σ_j φ(k_j) over the tokens seen, [..., f]."""
+        return None if self.ledger is None else self.ledger.z
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the ledger: (f·dv + f) numbers per batch/head entry."""
-        return 0 if self.ledger_hat is None else self.ledger_hat.nbytes
+        return 0 if self.ledger is None else self.ledger.nbytes
 
     def reset(self) -> None:
         """Forget the stream."""
-        self.ledger_hat, self.tokens_seen = None, 0
+        self.ledger: fast_forms.PackedLedger | None = None
+        self.tokens_seen = 0
+        self._token_shapes = None  # (q_t, k_t, v_t shapes, dtype, device) that ``step`` has already checked
+        self._step_constants = None  # (γ as a number or [B, 1, 1] tensor or None, the ones column [..., 1])
+
+    def detach_(self) -> None:
+        """Keep the ledger's values but cut the gradient history (truncated backprop through the stream)."""
+        if self.ledger is not None:
+            self.ledger = fast_forms.PackedLedger(self.ledger.packed.detach())
 
     def extend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Feed a chunk q, k [..., c, d], v [..., c, dv]; return its outputs [..., c, dv].
@@ -67,67 +84,99 @@ class LinearAttentionState:
         Causal inside the chunk and after everything seen before. On error the ledger
         is left as it was.
         """
-        phi_q, phi_k, v_in = self._features(q, k, v)  # [..., c, f], [..., c, f], [..., c, dv]
-        ledger = None if self.ledger_hat is None else (self.S, self.z)
-        chunk_size = self.chunk_size or auto_chunk_size(q.shape[-2], phi_q.shape[-1], v.shape[-1])
-        if self.decay is None:
-            numerator, denominator, ledger = causal_form(phi_q, phi_k, v_in, chunk_size=chunk_size, ledger=ledger)
-        else:
-            log_gamma = log_decay(self.decay, phi_q.shape[:-2], phi_q)
-            numerator, denominator, ledger = decayed_chunked_form(
-                phi_q, phi_k, v_in, log_gamma, chunk_size=chunk_size, ledger=ledger
-            )
-        return self._commit(join_ledger(ledger), numerator, denominator, v.dtype)
+        check_qkv(q, k, v, causal=True)
+        dtype = v.dtype
+        q, k, v = (x.to(working_dtype(dtype)) for x in broadcast_qkv(q, k, v))  # half inputs: float32
+        work = self.ledger_dtype or q.dtype
+        self._check_matches(q.shape[:-2], v.shape[-1], work, q.device)
+        log_gamma, decay_ok = (None, None) if self.decay is None else check_decay(
+            self.decay, q.shape[:-2], q.new_empty(0, dtype=work))
+        out, normaliser, after, total = fast_forms.causal_attention(
+            q, k, v, self.feature_map, chunk_size=self.chunk_size, eps=self.eps, log_gamma=log_gamma,
+            ledger=self.ledger, dtype=work)
+        features = lambda: feature_pair(self.feature_map, q, k)  # noqa: E731 - recomputed on failure only
+        suspects = Suspects({"q": q, "k": k, "v": v}, features, decay_ok, self.decay, total)
+        check_result(out, normaliser, self.eps, suspects)
+        self.ledger, self.tokens_seen = after, self.tokens_seen + q.shape[-2]
+        return out.to(dtype)
 
     def step(self, q_t: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor) -> torch.Tensor:
         """Feed one token q_t, k_t [..., d], v_t [..., dv]; return o_t [..., dv].
 
-        Without decay this is the recurrence itself, a handful of small ops whatever the
-        stream's length: Ŝ ← Ŝ + φ(k_t)[v_t | 1]ᵀ, then [o_t·den | den] = φ(q_t)ᵀŜ.
+        The recurrence itself, a handful of small ops whatever the stream's length:
+        Ŝ ← γŜ + φ(k_t)[v_t | 1]ᵀ, then [o_t·den | den] = φ(q_t)ᵀŜ. Shapes are checked on the
+        first token (through ``extend``) and afterwards only compared with it.
         """
-        for name, x in (("q_t", q_t), ("k_t", k_t), ("v_t", v_t)):
-            if not isinstance(x, torch.Tensor) or x.dim() < 1:
-                raise ValueError(f"{name} must be a tensor of shape [..., d] (one token), got {x!r:.60}")
-        q, k, v = (x.unsqueeze(-2) for x in (q_t, k_t, v_t))  # [..., 1, ·]
-        if self.decay is not None or self.ledger_hat is None:
-            return self.extend(q, k, v).squeeze(-2)
-        phi_q, phi_k, v_in = self._features(q, k, v)  # [..., 1, f], [..., 1, f], [..., 1, dv]
-        v_hat = augment_values(v_in, 1, v_in.shape[-1] + 1)  # [..., 1, dv+1]: [v_t | 1]
-        ledger_hat = self.ledger_hat + phi_k.transpose(-2, -1) @ v_hat  # [..., f, dv+1]
-        out_hat = phi_q @ ledger_hat  # [..., 1, dv+1]
-        return self._commit(ledger_hat, out_hat[..., :-1], out_hat[..., -1], v.dtype).squeeze(-2)
+        signature = _signature(q_t, k_t, v_t)
+        if self.ledger is None or signature != self._token_shapes:
+            for name, x in (("q_t", q_t), ("k_t", k_t), ("v_t", v_t)):
+                if not isinstance(x, torch.Tensor) or x.dim() < 1:
+                    raise ValueError(f"{name} must be a tensor of shape [..., d] (one token), got {x!r:.60}")
+            out = self.extend(q_t.unsqueeze(-2), k_t.unsqueeze(-2), v_t.unsqueeze(-2)).squeeze(-2)
+            self._token_shapes, self._step_constants = signature, self._constants(v_t)
+            return out
+        return self._fast_step(q_t, k_t, v_t)
 
-    def _features(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Checked (φ(q), φ(k), v) in the ledger's dtype, matching the ledger built so far."""
-        check_qkv(q, k, v, causal=True)
-        q, k, v = broadcast_qkv(q, k, v)
-        phi_q, phi_k = feature_pair(self.feature_map, q, k)  # [..., c, f] each
-        if self.ledger_dtype is not None:
-            phi_q, phi_k, v = (x.to(self.ledger_dtype) for x in (phi_q, phi_k, v))
-        if self.ledger_hat is not None:
-            self._check_matches(phi_k, v)
-        return phi_q, phi_k, v
+    def _fast_step(self, q_t: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor) -> torch.Tensor:
+        """One token on a stream whose shapes are known: about a dozen small ops and one host sync."""
+        packed = self.ledger.packed  # [..., f, dv + 1]
+        *batch, f, width = packed.shape
+        gamma, ones = self._step_constants
+        work, dtype = packed.dtype, v_t.dtype
+        if dtype != working_dtype(dtype):  # half inputs are computed in float32
+            q_t, k_t, v_t = q_t.to(working_dtype(dtype)), k_t.to(working_dtype(dtype)), v_t.to(working_dtype(dtype))
+        phi_q, phi_k, total = self._token_features(q_t, k_t)  # [B, 1, f] each; Σq_t + Σk_t
+        if phi_q.dtype != work:  # φ in the inputs' dtype, then the ledger's (as ``extend`` does)
+            phi_q, phi_k = phi_q.to(work), phi_k.to(work)
+        v_hat = torch.cat([v_t.to(work), ones], dim=-1).view(-1, 1, width)  # [B, 1, dv + 1]: [v_t | 1]
+        flat = packed.view(-1, f, width)
+        if isinstance(gamma, torch.Tensor):
+            flat, gamma = flat * gamma, None
+        update = torch.baddbmm(flat, phi_k.transpose(1, 2), v_hat, beta=1.0 if gamma is None else gamma)
+        read = torch.bmm(phi_q, update)  # [B, 1, dv + 1]: [φ(q)ᵀS | φ(q)ᵀz]
+        normaliser = read[..., -1:] if self.eps == 0 else read[..., -1:] + self.eps
+        out = read[..., :-1] / normaliser  # [B, 1, dv]
+        verdict = torch.add(normaliser, out, alpha=0).amin().add_(total, alpha=0).item()  # NaN unless all finite
+        if not verdict > 0:  # NaN, or a normaliser <= 0
+            features = lambda: query_key_features(self.feature_map, q_t, k_t)  # noqa: E731 - on failure only
+            Suspects({"q": q_t, "k": k_t, "v": v_t}, features).explain(normaliser, out, self.eps)
+        self.ledger, self.tokens_seen = fast_forms.PackedLedger(update.view(packed.shape)), self.tokens_seen + 1
+        return out.view(*batch, width - 1).to(dtype)
 
-    def _commit(
-        self, ledger_hat: torch.Tensor, numerator: torch.Tensor, denominator: torch.Tensor, out_dtype: torch.dtype
-    ) -> torch.Tensor:
-        """Normalise (which may refuse the chunk), then keep the new ledger."""
-        out = normalise(numerator, denominator, self.eps, in_place=True).to(out_dtype)
-        self.ledger_hat = ledger_hat
-        self.tokens_seen += numerator.shape[-2]
-        return out
+    def _constants(self, v_t: torch.Tensor) -> tuple:
+        """What every later step reuses: γ (a number, a [B, 1, 1] tensor, or None) and the ones column."""
+        packed = self.ledger.packed
+        ones = packed.new_ones(*packed.shape[:-2], 1)  # [..., 1]
+        if self.decay is None or not isinstance(self.decay, torch.Tensor):
+            return self.decay, ones
+        log_gamma, _ = check_decay(self.decay, packed.shape[:-2], packed)  # its values were checked by extend
+        return log_gamma.exp().reshape(-1, 1, 1), ones
 
-    def _check_matches(self, phi_k: torch.Tensor, v: torch.Tensor) -> None:
-        *batch, f, dv_hat = self.ledger_hat.shape  # [..., f, dv+1]
-        if phi_k.shape[:-2] != tuple(batch) or phi_k.shape[-1] != f:
+    def _token_features(self, q_t: torch.Tensor, k_t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """φ(q_t), φ(k_t) as [B, 1, f], and Σq_t + Σk_t: a plain map runs once on q_t and k_t stacked."""
+        both = torch.stack([q_t, k_t])  # [2, ..., d]
+        if hasattr(self.feature_map, "for_queries"):
+            phi = torch.stack(query_key_features(self.feature_map, q_t, k_t))
+        else:
+            phi = self.feature_map(both)  # [2, ..., f]
+        phi = phi.view(2, -1, 1, phi.shape[-1])
+        return phi[0], phi[1], both.sum()
+
+    def _check_matches(self, batch: torch.Size, dv: int, dtype: torch.dtype, device: torch.device) -> None:
+        if self.ledger is None:
+            return
+        packed = self.ledger.packed  # [..., f, dv + 1]
+        if batch != packed.shape[:-2]:
             raise ValueError(
-                f"k's batch dims and features {tuple(phi_k.shape[:-2])}, f={phi_k.shape[-1]} do not match the "
-                f"ledger built so far {tuple(batch)}, f={f}; call reset() for a new stream"
+                f"k's batch dims {tuple(batch)} do not match the ledger built so far {tuple(packed.shape[:-2])}; "
+                "call reset() for a new stream"
             )
-        if v.shape[-1] != dv_hat - 1:
-            raise ValueError(f"v has dv={v.shape[-1]} but the ledger was built with dv={dv_hat - 1}")
-        if phi_k.dtype != self.ledger_hat.dtype or phi_k.device != self.ledger_hat.device:
-            raise ValueError(
-                f"inputs are {phi_k.dtype} on {phi_k.device} but the ledger is "
-                f"{self.ledger_hat.dtype} on {self.ledger_hat.device}"
-            )
+        if dv != packed.shape[-1] - 1:
+            raise ValueError(f"v has dv={dv} but the ledger was built with dv={packed.shape[-1] - 1}")
+        if dtype != packed.dtype or device != packed.device:
+            raise ValueError(f"inputs are {dtype} on {device} but the ledger is {packed.dtype} on {packed.device}")
+
+
+def _signature(*tokens: object) -> tuple:
+    """What ``step`` compares with the first token's: shapes, dtypes, devices (None for a non-tensor)."""
+    return tuple((x.shape, x.dtype, x.device) if isinstance(x, torch.Tensor) else None for x in tokens)

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.feature_maps import FEATURE_MAPS, elu_plus_one, get_feature_map, identity, query_key_features, relu
+from course_lib.feature_maps import elu_plus_one, identity, query_key_features, relu
 
 
 def test_elu_plus_one_is_x_plus_one_above_zero_and_exp_below():
@@ -33,13 +33,9 @@ def test_elu_plus_one_gradient_is_finite_on_both_branches():
     assert torch.allclose(x.grad, torch.tensor([torch.exp(torch.tensor(-3.0)).item(), 1.0, 1.0]))
 
 
-def test_registry_names_the_simple_maps_and_refuses_others():
-    assert FEATURE_MAPS == {"elu_plus_one": elu_plus_one, "relu": relu, "identity": identity}
-    assert get_feature_map("relu") is relu
+def test_relu_and_identity_are_what_they_say():
     x = torch.tensor([-2.0, 0.5])
     assert torch.equal(relu(x), torch.tensor([0.0, 0.5])) and torch.equal(identity(x), x)
-    with pytest.raises(ValueError, match="feature map must be one of \\('elu_plus_one', 'relu', 'identity'\\), got 'tanh'"):
-        get_feature_map("tanh")
 
 
 def test_query_key_features_use_the_stabilised_pair_when_a_map_has_one():
@@ -83,3 +79,15 @@ def test_taylor_features_refuse_bad_order_and_keep_gradients():
             taylor_features(x, bad)
     with pytest.raises(ValueError, match="x"):
         taylor_features(torch.ones(3, dtype=torch.int64), 2)
+
+
+def test_elu_plus_one_backward_is_min_phi_one_and_twice_differentiable():
+    """The custom backward grad · min(φ, 1) equals autograd through the two branches, also one order up."""
+    x = torch.tensor([-30.0, -3.0, -1e-3, 1e-3, 2.0, 50.0], dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(elu_plus_one(x).sum(), x)
+    branches = torch.where(x > 0, x + 1, torch.exp(x))
+    (want,) = torch.autograd.grad(branches.sum(), x)
+    torch.testing.assert_close(grad, want, atol=0, rtol=1e-15)
+    assert torch.autograd.gradgradcheck(elu_plus_one, (x,))  # away from the kink at 0
+    with torch.no_grad():
+        assert torch.equal(elu_plus_one(x), branches)

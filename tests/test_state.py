@@ -5,6 +5,7 @@ import torch
 from helpers import make_qkv
 
 from course_lib.attention import linear_attention
+from course_lib.feature_maps import elu_plus_one
 from course_lib.state import LinearAttentionState
 
 SPLITS = {"one_chunk": [40], "even": [10, 10, 10, 10], "ragged": [1, 7, 13, 2, 17], "tokens": [1] * 40}
@@ -132,3 +133,14 @@ def test_a_refused_step_leaves_the_ledger_untouched():
     with pytest.raises(ValueError, match="v must hold finite values"):
         state.step(q[0], k[0], v[0] * torch.inf)
     assert torch.equal(state.S, S) and torch.equal(state.z, z) and state.tokens_seen == 6
+
+
+def test_a_wider_ledger_widens_the_features_not_the_inputs():
+    """ledger_dtype=float64 on float32 inputs: φ is computed in float32, then summed in float64."""
+    q, k, v = make_qkv(2, n=300, d=4, dtype=torch.float32)
+    state = LinearAttentionState(ledger_dtype=torch.float64)
+    state.extend(q, k, v)
+    widened_after = elu_plus_one(k).double().sum(-2)  # float32 φ, float64 sum
+    widened_before = elu_plus_one(k.double()).sum(-2)
+    assert (state.z - widened_after).abs().max() < 1e-12
+    assert (state.z - widened_before).abs().max() > 1e-9  # the two differ: the test can tell them apart
