@@ -106,6 +106,7 @@ class _Decay:
     within [B, C, C] = γ^{t−s} (s ≤ t, else 0); from_ledger [B, C, 1] = γ^{t+1};
     to_end [B, C, 1] = γ^{C−1−s}. A chunk of L < C tokens uses the leading L×L block,
     the first L rows of from_ledger and the last L of to_end; across(L) = γ^L [B, 1, 1].
+    ``for_block`` scales a whole block of full chunks at once (the factors repeat every C rows).
     """
 
     def __init__(self, log_gamma: torch.Tensor, C: int):
@@ -115,6 +116,7 @@ class _Decay:
         self.within = decay_matrix(C, log_gamma)  # [B, C, C]
         self.from_ledger = torch.exp((t + 1)[:, None] * self.log_gamma)  # [B, C, 1]
         self.to_end = torch.exp((C - 1 - t)[:, None] * self.log_gamma)  # [B, C, 1]
+        self.across_chunk = torch.exp(C * self.log_gamma)  # [B, 1, 1]: γ^C
 
     def mask(self, scores: torch.Tensor) -> torch.Tensor:
         L = scores.shape[-1]
@@ -127,7 +129,20 @@ class _Decay:
         return kc * self.to_end[:, self.C - kc.shape[1] :]
 
     def across(self, L: int) -> torch.Tensor:
-        return torch.exp(L * self.log_gamma)
+        return self.across_chunk if L == self.C else torch.exp(L * self.log_gamma)
+
+    def for_block(self, q_block: torch.Tensor, k_block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(reader(q), writer(k)) of every full chunk of a block [B, R, f], in two ops, not two per chunk.
+
+        Rows past the last full chunk are returned unscaled: a shorter last chunk scales its own.
+        """
+        B, R, f = q_block.shape
+        full = R - R % self.C
+        q_read, k_write = q_block.clone(), k_block.clone()
+        chunks = (B, full // self.C, self.C, f)
+        q_read[:, :full].view(chunks).mul_(self.from_ledger[:, None])
+        k_write[:, :full].view(chunks).mul_(self.to_end[:, None])
+        return q_read, k_write
 
 
 class _NoDecay:
@@ -146,6 +161,10 @@ class _NoDecay:
     @staticmethod
     def across(L: int) -> None:
         return None
+
+    @staticmethod
+    def for_block(q_block: torch.Tensor, k_block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return q_block, k_block
 
 
 def _decay_for(log_gamma: torch.Tensor | None, C: int) -> _Decay | _NoDecay:
@@ -184,17 +203,21 @@ def _forward_loop(features, v: torch.Tensor, ledger: torch.Tensor, decay, C: int
         R = q_block.shape[1]
         v_block, sums_block = v_hat[:, :R], sums[:, :R]  # a last block may be shorter
         v_block[..., :dv] = v[:, block : block + R]
+        q_read_block, k_write_block = decay.for_block(q_block, k_block)  # γ^{t+1} q, γ^{C−1−s} k
         for offset in range(0, R, C):
             local = slice(offset, offset + C)
             qc, kc, vc = q_block[:, local], k_block[:, local], v_block[:, local]  # [B, L, ·]
+            q_read, k_write = q_read_block[:, local], k_write_block[:, local]
+            if qc.shape[1] < C:  # the sequence's shorter last chunk
+                q_read, k_write = decay.reader(qc), decay.writer(kc)
             if saved_ledgers is not None:
                 saved_ledgers[(block + offset) // C] = ledger
             scores = decay.mask(torch.bmm(qc, kc.transpose(1, 2)))  # [B, L, L]
-            sums_block[:, local] = torch.bmm(scores, vc).baddbmm_(decay.reader(qc), ledger)  # [B, L, w]
+            sums_block[:, local] = torch.bmm(scores, vc).baddbmm_(q_read, ledger)  # [B, L, w]
             across = decay.across(qc.shape[1])
             if across is not None:
                 ledger.mul_(across)
-            ledger.baddbmm_(decay.writer(kc).transpose(1, 2), vc)
+            ledger.baddbmm_(k_write.transpose(1, 2), vc)
         rows_out = slice(block, block + R)
         if eps is NO_EPS:
             out[:, rows_out], normaliser[:, rows_out] = sums_block[..., :dv], sums_block[..., dv]
