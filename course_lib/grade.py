@@ -1,14 +1,17 @@
-"""Grade a folder of submitted notebooks: ``python -m course_lib.grade PATH... [--csv FILE] [--timeout S]``.
+"""Grade a folder of submitted notebooks: ``python -m course_lib.grade PATH... [--csv FILE] [--timeout S] [--jobs N]``.
 
 Each PATH is a notebook or a folder searched recursively for ``*.ipynb``. Every
 notebook is executed in a fresh kernel (its ``check()`` cells skip), then its
 exercise function is graded; the scores are printed as a table and, with
-``--csv``, written as ``file,exercise,score,max_score,notes``.
+``--csv``, written as ``file,exercise,score,max_score,notes``. ``--jobs N`` grades N
+notebooks at a time (threads that wait on each notebook's own kernel and grading
+processes); the table keeps the notebooks' order.
 """
 
 import argparse
 import csv
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -75,19 +78,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cell-timeout", type=float, default=120.0, metavar="S", help="seconds per notebook cell (120)"
     )
+    parser.add_argument("--jobs", type=int, default=1, metavar="N", help="notebooks graded at a time (1)")
     args = parser.parse_args(argv)
     if not args.timeout > 0 or not args.cell_timeout > 0:
         parser.error("--timeout and --cell-timeout must be > 0 seconds")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be a positive int, got {args.jobs}")
     try:
         notebooks = find_notebooks(args.paths)
     except ValueError as error:
         parser.error(str(error))
     if not notebooks:
         parser.error(f"no notebooks found in {', '.join(map(str, args.paths))}")
-    grades = []
-    for path in notebooks:
+    def grade_one(path: Path) -> NotebookGrade:
         print(f"grading {path} ...", file=sys.stderr, flush=True)
-        grades.append(grade_notebook(path, timeout=args.timeout, cell_timeout=args.cell_timeout))
+        return grade_notebook(path, timeout=args.timeout, cell_timeout=args.cell_timeout)
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        grades = list(pool.map(grade_one, notebooks))  # in the notebooks' order
     table = rows(grades)
     print(format_table(table))
     if args.csv:

@@ -1,6 +1,6 @@
 """python -m course_lib.grade: batch grading of submitted notebooks, on copies of the committed ones.
 
-One module-scoped run grades a folder of eight submissions (about a minute: each
+One module-scoped run grades a folder of eight submissions, two at a time (``--jobs 2``: each
 notebook gets its own kernel and grading worker); the tests read its table and CSV.
 """
 
@@ -70,6 +70,8 @@ def graded(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict[str, dic
         str(scores),
         "--cell-timeout",
         str(CELL_TIMEOUT),
+        "--jobs",
+        "2",
     ]
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     with scores.open(newline="", encoding="utf-8") as file:
@@ -145,3 +147,9 @@ def test_bad_paths_are_usage_errors(tmp_path, capsys):
             main(argv)
         assert exit_.value.code == 2
     assert "no notebooks found in" in capsys.readouterr().err
+
+
+def test_jobs_must_be_positive(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path), "--jobs", "0"])
+    assert exit_.value.code == 2 and "--jobs must be a positive int, got 0" in capsys.readouterr().err

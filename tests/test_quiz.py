@@ -340,7 +340,7 @@ def test_grade_command_gives_the_solution_full_marks_and_the_stub_zero(tmp_path)
     shutil.copy(ROOT / "solutions" / f"{EXERCISE}.ipynb", tmp_path / "alice.ipynb")
     shutil.copy(ROOT / "exercises" / f"{EXERCISE}.ipynb", tmp_path / "bob.ipynb")
     scores = tmp_path / "scores.csv"
-    command = [sys.executable, "-m", "course_lib.grade", str(tmp_path), "--csv", str(scores)]
+    command = [sys.executable, "-m", "course_lib.grade", str(tmp_path), "--csv", str(scores), "--jobs", "2"]
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     with scores.open(newline="", encoding="utf-8") as file:
