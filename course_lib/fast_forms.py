@@ -234,7 +234,8 @@ class _ChunkLoop(torch.autograd.Function):
     (out [B, n, dv], normaliser [B, n] (not differentiable), ledger after [B, f, w]).
     Saved for backward: φq, φk, v, out, normaliser and the ledger before each chunk
     [n/C, B, f, w], i.e. O(n·(f + dv) + (n/C)·f·w) numbers (with C = 64, f = dv = 64 the
-    ledgers are 72n numbers beside the inputs' 192n); nothing of size n·f·dv.
+    ledgers are 72n numbers beside the inputs' 192n); nothing of size n·f·dv. The backward adds
+    [v | 1] and dP for the whole sequence (2·n·w numbers) so that its loop only slices them.
     backward: the loop in reverse. Per chunk, with P = A V̂ + Q̃ Ŝ_b, A = (Q Kᵀ) ⊙ W, Q̃ = a ⊙ Q,
     Ŝ_a = λ Ŝ_b + (b ⊙ K)ᵀ V̂ (a = γ^{t+1}, b = γ^{L−1−s}, λ = γ^L, all 1 without decay) and
     dŜ_a flowing back from later chunks:
@@ -262,15 +263,14 @@ class _ChunkLoop(torch.autograd.Function):
         C, dv, decay = ctx.C, v.shape[-1], _decay_for(ctx.log_gamma, ctx.C)
         d_q, d_k, d_v = torch.empty_like(phi_q), torch.empty_like(phi_k), torch.empty_like(v)
         d_S = d_ledger.clone()  # [B, f, w]; autograd passes zeros for outputs that got no gradient
-        v_hat, d_p = _values_buffer(v, C), torch.zeros_like(_values_buffer(v, C))
+        v_hat = _values_buffer(v, v.shape[1])  # [B, n, w]: [v | 1 | 0…] once, O(n·w) like the inputs
+        v_hat[..., :dv] = v
+        d_p = _output_grad(d_out, d_normaliser, out, normaliser, ctx.eps, v_hat.shape[-1])  # [B, n, w]
         starts = list(range(0, v.shape[1], C))
         for chunk in reversed(range(len(starts))):
             start, stop = starts[chunk], min(starts[chunk] + C, v.shape[1])
-            qc, kc, S_b = phi_q[:, start:stop], phi_k[:, start:stop], saved[chunk]
-            vc, dpc = v_hat[:, : stop - start], d_p[:, : stop - start]
-            vc[..., :dv] = v[:, start:stop]
             rows = slice(start, stop)
-            _chunk_output_grad(dpc, d_out[:, rows], d_normaliser[:, rows], out[:, rows], normaliser[:, rows], ctx.eps)
+            qc, kc, vc, dpc, S_b = phi_q[:, rows], phi_k[:, rows], v_hat[:, rows], d_p[:, rows], saved[chunk]
             scores = decay.mask(torch.bmm(qc, kc.transpose(1, 2)))  # A [B, L, L]
             d_scores = decay.mask(torch.bmm(dpc, vc.transpose(1, 2)))  # dA [B, L, L]
             d_q[:, rows] = torch.baddbmm(decay.reader(torch.bmm(dpc, S_b.transpose(1, 2))), d_scores, kc)
@@ -283,16 +283,17 @@ class _ChunkLoop(torch.autograd.Function):
         return d_q, d_k, d_v, d_S, None, None, None
 
 
-def _chunk_output_grad(d_p, d_out, d_normaliser, out, normaliser, eps) -> None:
-    """dP [B, L, w], the gradient of the chunk's [num | den | 0…]: [dO/den | −Σ(dO·o)/den | 0…] when the
-    loop divided (o = num/den), or [dnum | dden | 0…] when it returned the raw sums (eps = NO_EPS)."""
-    dv = out.shape[-1]
+def _output_grad(d_out, d_normaliser, out, normaliser, eps, width: int) -> torch.Tensor:
+    """dP [B, n, w], the gradient of every chunk's [num | den | 0…]: [dO/den | −Σ(dO·o)/den | 0…] when
+    the loop divided (o = num/den), or [dnum | dden | 0…] when it returned the raw sums (eps = NO_EPS)."""
+    B, n, dv = out.shape
+    d_p = out.new_zeros(B, n, width)
     if eps is NO_EPS:
         d_p[..., :dv], d_p[..., dv] = d_out, d_normaliser
-        return
-    scaled = d_out / normaliser.unsqueeze(-1)  # [B, L, dv]
-    d_p[..., :dv] = scaled
+        return d_p
+    scaled = torch.div(d_out, normaliser.unsqueeze(-1), out=d_p[..., :dv])  # [B, n, dv]
     d_p[..., dv] = -(scaled * out).sum(-1)
+    return d_p
 
 
 def causal_attention(
