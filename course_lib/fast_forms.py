@@ -56,10 +56,6 @@ class PackedLedger:
     def __init__(self, packed: torch.Tensor):
         self.packed = packed
 
-    @classmethod
-    def zeros(cls, batch: torch.Size, f: int, dv: int, like: torch.Tensor) -> "PackedLedger":
-        return cls(like.new_zeros(*batch, f, dv + 1))
-
     @property
     def S(self) -> torch.Tensor:
         return self.packed[..., :-1]
