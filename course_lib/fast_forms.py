@@ -167,9 +167,9 @@ def _decay_for(log_gamma: torch.Tensor | None, C: int) -> _Decay | _NoDecay:
     return _NoDecay() if log_gamma is None else _Decay(log_gamma, C)
 
 
-def _values_buffer(v: torch.Tensor, C: int) -> torch.Tensor:
-    """[B, C, w] zeros with the ones column set: each chunk copies its v into [..., :dv]."""
-    buffer = v.new_zeros(v.shape[0], C, augmented_width(v.shape[-1]))
+def _values_buffer(v: torch.Tensor, rows: int) -> torch.Tensor:
+    """[B, rows, w] zeros with the ones column set: [v | 1 | 0…] once v is copied into [..., :dv]."""
+    buffer = v.new_zeros(v.shape[0], rows, augmented_width(v.shape[-1]))
     buffer[..., v.shape[-1]] = 1.0
     return buffer
 

@@ -8,12 +8,14 @@ survives, so does the constant-size ledger (RetNet, Sun et al. 2023, with our no
 γ may be one number or a tensor broadcasting to the batch/head dims (one γ per head).
 """
 
+from dataclasses import replace
+
 import torch
 
 from course_lib.feature_maps import FeatureMap, elu_plus_one
 from course_lib.linear_forms import decay_matrix
 from course_lib.attention import _kernel_scores
-from course_lib.validation import Suspects, broadcast_qkv, check_decay, check_eps, check_qkv, normalise
+from course_lib.validation import broadcast_qkv, check_decay, check_eps, check_qkv, normalise
 
 
 def retention_kernel_attention(
@@ -32,7 +34,7 @@ def retention_kernel_attention(
     scores, suspects = _kernel_scores(q, k, feature_map, True, v)
     log_gamma, decay_ok = check_decay(decay, q.shape[:-2], scores)
     scores = scores * decay_matrix(q.shape[-2], log_gamma)  # [..., n, n]
-    suspects = Suspects(suspects.inputs, suspects.features, decay_ok, decay)
+    suspects = replace(suspects, decay_ok=decay_ok, decay=decay)
     return normalise(scores @ v.to(scores.dtype), scores.sum(-1), eps, suspects).to(v.dtype)
 
 

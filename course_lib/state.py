@@ -88,6 +88,7 @@ class LinearAttentionState:
         dtype = v.dtype
         q, k, v = (x.to(working_dtype(dtype)) for x in broadcast_qkv(q, k, v))  # half inputs: float32
         work = self.ledger_dtype or q.dtype
+        check_eps(self.eps, work)  # e.g. 1e300 is finite in float64 but not in a float32 ledger
         self._check_matches(q.shape[:-2], v.shape[-1], work, q.device)
         log_gamma, decay_ok = (None, None) if self.decay is None else check_decay(
             self.decay, q.shape[:-2], q.new_empty(0, dtype=work))

@@ -220,7 +220,7 @@ class Suspects:
     demand (a fast path never holds them whole); ``decay_ok``: a 0-dim bool tensor, False when
     a γ tensor held a value outside (0, 1]; ``decay``: what the user passed, for the message;
     ``checksum``: a 0-dim tensor, finite exactly when the inputs whose bad values might not
-    reach the result are finite (default: the sum of every input but the last, ``checksum``).
+    reach the result are finite (default: ``checksum`` of the first two inputs, q and k).
     """
 
     inputs: dict[str, torch.Tensor]

@@ -75,7 +75,7 @@ def test_softmax_refuses_scores_that_overflow_instead_of_returning_nan(dtype, hu
     if dtype == torch.float16:  # computed in float32: 200² · 3 fits, the answer is finite
         assert torch.isfinite(softmax_attention(q, k, v)).all()
         return
-    with pytest.raises(ValueError, match="must hold finite values.*|the scores q·kᵀ·scale"):
+    with pytest.raises(ValueError, match=r"^the scores q·kᵀ·scale \(the inputs overflow the dtype: rescale them\) must hold finite values"):
         softmax_attention(q, k, v)
 
 
@@ -145,3 +145,10 @@ def test_an_overflowing_normaliser_is_called_an_overflow_not_an_underflow():
     q, k, v = make_qkv(n=4, d=2, dtype=torch.float32)
     with pytest.raises(ValueError, match="overflowed"):
         linear_attention(q + 60.0, k + 60.0, v, feature_map=torch.exp)  # e^120·... is finite in no float32 sum
+
+
+def test_a_stream_refuses_an_eps_its_ledger_cannot_hold():
+    q, k, v = make_qkv(n=4, d=2, dtype=torch.float32)
+    with pytest.raises(ValueError, match="eps must be a finite number >= 0 in torch.float32"):
+        LinearAttentionState(eps=1e300).extend(q, k, v)
+    assert torch.isfinite(LinearAttentionState(eps=1e300, ledger_dtype=torch.float64).extend(q, k, v)).all()
