@@ -3,7 +3,8 @@
 import torch
 
 from course_lib import fast_forms
-from course_lib.feature_maps import FeatureMap, elu_plus_one, feature_pair, query_key_features
+from course_lib.fast_step import TokenStep
+from course_lib.feature_maps import FeatureMap, elu_plus_one, feature_pair
 from course_lib.validation import (
     Suspects,
     broadcast_qkv,
@@ -71,7 +72,7 @@ class LinearAttentionState:
         self.ledger: fast_forms.PackedLedger | None = None
         self.tokens_seen = 0
         self._token_shapes = None  # (q_t, k_t, v_t shapes, dtype, device) that ``step`` has already checked
-        self._step_constants = None  # (γ as a number or [B, 1, 1] tensor or None, the ones column [..., 1])
+        self._token_step = None  # the fast step for tokens of those shapes (``fast_step.TokenStep``)
 
     def detach_(self) -> None:
         """Keep the ledger's values but cut the gradient history (truncated backprop through the stream)."""
@@ -104,64 +105,32 @@ class LinearAttentionState:
     def step(self, q_t: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor) -> torch.Tensor:
         """Feed one token q_t, k_t [..., d], v_t [..., dv]; return o_t [..., dv].
 
-        The recurrence itself, a handful of small ops whatever the stream's length:
-        Ŝ ← γŜ + φ(k_t)[v_t | 1]ᵀ, then [o_t·den | den] = φ(q_t)ᵀŜ. Shapes are checked on the
-        first token (through ``extend``) and afterwards only compared with it.
+        The recurrence itself, whatever the stream's length: Ŝ ← γŜ + φ(k_t)[v_t | 1]ᵀ, then
+        [o_t·den | den] = φ(q_t)ᵀŜ. The first token goes through ``extend`` (every check); later
+        tokens of the same shapes take ``fast_step.TokenStep`` (about ten ops, one host sync),
+        unless a gradient is needed, which ``extend`` provides.
         """
         signature = _signature(q_t, k_t, v_t)
-        if self.ledger is None or signature != self._token_shapes:
-            for name, x in (("q_t", q_t), ("k_t", k_t), ("v_t", v_t)):
-                if not isinstance(x, torch.Tensor) or x.dim() < 1:
-                    raise ValueError(f"{name} must be a tensor of shape [..., d] (one token), got {x!r:.60}")
-            out = self.extend(q_t.unsqueeze(-2), k_t.unsqueeze(-2), v_t.unsqueeze(-2)).squeeze(-2)
-            self._token_shapes, self._step_constants = signature, self._constants(v_t)
+        if signature == self._token_shapes and not self._needs_grad(q_t, k_t, v_t):
+            out, after = self._token_step(q_t, k_t, v_t, self.ledger.packed)
+            self.ledger, self.tokens_seen = fast_forms.PackedLedger(after), self.tokens_seen + 1
             return out
-        return self._fast_step(q_t, k_t, v_t)
+        for name, x in (("q_t", q_t), ("k_t", k_t), ("v_t", v_t)):
+            if not isinstance(x, torch.Tensor) or x.dim() < 1:
+                raise ValueError(f"{name} must be a tensor of shape [..., d] (one token), got {x!r:.60}")
+        out = self.extend(q_t.unsqueeze(-2), k_t.unsqueeze(-2), v_t.unsqueeze(-2)).squeeze(-2)
+        if q_t.shape == k_t.shape and q_t.shape[:-1] == v_t.shape[:-1] == self.ledger.packed.shape[:-2]:
+            log_gamma = None if self.decay is None else check_decay(
+                self.decay, q_t.shape[:-1], self.ledger.packed)[0]  # its values were checked by extend
+            self._token_step = TokenStep(q_t, v_t, self.ledger.packed, self.feature_map, self.eps, log_gamma)
+            self._token_shapes = signature  # later tokens like this one take the fast path
+        return out
 
-    def _fast_step(self, q_t: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor) -> torch.Tensor:
-        """One token on a stream whose shapes are known: about a dozen small ops and one host sync."""
-        packed = self.ledger.packed  # [..., f, dv + 1]
-        *batch, f, width = packed.shape
-        gamma, ones = self._step_constants
-        work, dtype = packed.dtype, v_t.dtype
-        if dtype != working_dtype(dtype):  # half inputs are computed in float32
-            q_t, k_t, v_t = q_t.to(working_dtype(dtype)), k_t.to(working_dtype(dtype)), v_t.to(working_dtype(dtype))
-        phi_q, phi_k, total = self._token_features(q_t, k_t)  # [B, 1, f] each; Σq_t + Σk_t
-        if phi_q.dtype != work:  # φ in the inputs' dtype, then the ledger's (as ``extend`` does)
-            phi_q, phi_k = phi_q.to(work), phi_k.to(work)
-        v_hat = torch.cat([v_t.to(work), ones], dim=-1).view(-1, 1, width)  # [B, 1, dv + 1]: [v_t | 1]
-        flat = packed.view(-1, f, width)
-        if isinstance(gamma, torch.Tensor):
-            flat, gamma = flat * gamma, None
-        update = torch.baddbmm(flat, phi_k.transpose(1, 2), v_hat, beta=1.0 if gamma is None else gamma)
-        read = torch.bmm(phi_q, update)  # [B, 1, dv + 1]: [φ(q)ᵀS | φ(q)ᵀz]
-        normaliser = read[..., -1:] if self.eps == 0 else read[..., -1:] + self.eps
-        out = read[..., :-1] / normaliser  # [B, 1, dv]
-        verdict = torch.add(normaliser, out, alpha=0).amin().add_(total, alpha=0).item()  # NaN unless all finite
-        if not verdict > 0:  # NaN, or a normaliser <= 0
-            features = lambda: query_key_features(self.feature_map, q_t, k_t)  # noqa: E731 - on failure only
-            Suspects({"q": q_t, "k": k_t, "v": v_t}, features).explain(normaliser, out, self.eps)
-        self.ledger, self.tokens_seen = fast_forms.PackedLedger(update.view(packed.shape)), self.tokens_seen + 1
-        return out.view(*batch, width - 1).to(dtype)
-
-    def _constants(self, v_t: torch.Tensor) -> tuple:
-        """What every later step reuses: γ (a number, a [B, 1, 1] tensor, or None) and the ones column."""
-        packed = self.ledger.packed
-        ones = packed.new_ones(*packed.shape[:-2], 1)  # [..., 1]
-        if self.decay is None or not isinstance(self.decay, torch.Tensor):
-            return self.decay, ones
-        log_gamma, _ = check_decay(self.decay, packed.shape[:-2], packed)  # its values were checked by extend
-        return log_gamma.exp().reshape(-1, 1, 1), ones
-
-    def _token_features(self, q_t: torch.Tensor, k_t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """φ(q_t), φ(k_t) as [B, 1, f], and Σq_t + Σk_t: a plain map runs once on q_t and k_t stacked."""
-        both = torch.stack([q_t, k_t])  # [2, ..., d]
-        if hasattr(self.feature_map, "for_queries"):
-            phi = torch.stack(query_key_features(self.feature_map, q_t, k_t))
-        else:
-            phi = self.feature_map(both)  # [2, ..., f]
-        phi = phi.view(2, -1, 1, phi.shape[-1])
-        return phi[0], phi[1], both.sum()
+    def _needs_grad(self, *tokens: torch.Tensor) -> bool:
+        if not torch.is_grad_enabled():
+            return False
+        tracked = (*tokens, self.ledger.packed) + ((self.decay,) if isinstance(self.decay, torch.Tensor) else ())
+        return any(x.requires_grad for x in tracked)
 
     def _check_matches(self, batch: torch.Size, dv: int, dtype: torch.dtype, device: torch.device) -> None:
         if self.ledger is None:
