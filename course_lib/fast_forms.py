@@ -168,9 +168,11 @@ def _decay_for(log_gamma: torch.Tensor | None, C: int) -> _Decay | _NoDecay:
 
 
 def _values_buffer(v: torch.Tensor, rows: int) -> torch.Tensor:
-    """[B, rows, w] zeros with the ones column set: [v | 1 | 0…] once v is copied into [..., :dv]."""
-    buffer = v.new_zeros(v.shape[0], rows, augmented_width(v.shape[-1]))
-    buffer[..., v.shape[-1]] = 1.0
+    """[B, rows, w] with the ones column and the zero padding set: [v | 1 | 0…] once v is copied into [..., :dv]."""
+    dv = v.shape[-1]
+    buffer = v.new_empty(v.shape[0], rows, augmented_width(dv))
+    buffer[..., dv] = 1.0
+    buffer[..., dv + 1 :] = 0.0
     return buffer
 
 
@@ -283,7 +285,8 @@ def _output_grad(d_out, d_normaliser, out, normaliser, eps, width: int) -> torch
     """dP [B, n, w], the gradient of every chunk's [num | den | 0…]: [dO/den | −Σ(dO·o)/den | 0…] when
     the loop divided (o = num/den), or [dnum | dden | 0…] when it returned the raw sums (eps = NO_EPS)."""
     B, n, dv = out.shape
-    d_p = out.new_zeros(B, n, width)
+    d_p = out.new_empty(B, n, width)
+    d_p[..., dv + 1 :] = 0.0
     if eps is NO_EPS:
         d_p[..., :dv], d_p[..., dv] = d_out, d_normaliser
         return d_p
@@ -298,7 +301,8 @@ def causal_attention(
     dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, PackedLedger, torch.Tensor]:
     """Causal linear attention by the chunk loop: (out [..., n, dv], normaliser [..., n], ledger after,
-    checksum = Σq + Σk, finite exactly when q and k are: ``validation.Suspects.checksum``).
+    a checksum that is finite exactly when q and k are, given a finite normaliser: Σq + Σk, or Σz for
+    elu + 1 (``_ReusedBlocks``); ``validation.Suspects.checksum``).
 
     q, k [..., n, d] and v [..., n, dv] share their leading dims. ``feature_map`` None means q
     and k are features already. out = numerator / normaliser with normaliser = denominator +
@@ -345,15 +349,21 @@ def causal_attention(
         reuse = lambda start, stop: features(start, stop, reuse=True)  # noqa: E731
         out, normaliser = _forward_loop(reuse, v, packed, _decay_for(log_gamma, C), C, eps)
         packed = packed[..., : dv + 1].contiguous()
+        if feature_map is elu_plus_one:  # z after the sequence: non-finite iff some φ(k) is (``_ReusedBlocks``)
+            reused.total = packed[..., dv].sum(dtype=reused.total.dtype)
     after = PackedLedger(packed.reshape(*batch, f, dv + 1))
     return out.reshape(*batch, n, dv), normaliser.reshape(*batch, n), after, reused.total
 
 
 class _ReusedBlocks:
     """elu + 1 of blocks of rows into buffers reused from block to block (``elu_plus_one_into``):
-    at N = 8192 fresh 1 MB blocks spent as long in page faults as in arithmetic. ``total``
-    accumulates Σφ(q) + Σφ(k) over the blocks (the caller's checksum: with elu + 1 it is
-    finite exactly when q and k are), summed while in cache; other maps add Σq + Σk."""
+    at N = 8192 fresh 1 MB blocks spent as long in page faults as in arithmetic.
+
+    ``total`` is the caller's checksum. Other maps add Σq + Σk block by block (ReLU maps −∞ to
+    0, so a bad q or k need not reach the result). elu + 1 needs no pass of its own: φ is ±∞
+    or NaN exactly when its input is (−∞ gives −∞ − (−∞) = NaN), and φ ≥ 0, so a bad φ(k_j)
+    makes z = Σ_j γ^(n−j) φ(k_j) non-finite (0·∞ is NaN too) and a bad φ(q_i) the normaliser
+    φ(q_i)ᵀz_i, which the caller checks anyway: ``causal_attention`` sets ``total`` to Σz."""
 
     def __init__(self, like: torch.Tensor, dtype: torch.dtype):
         self.dtype, self.buffers = dtype, {}
@@ -363,10 +373,7 @@ class _ReusedBlocks:
         key = (role, x.shape)  # q and k each their own; a shorter last block too
         if key not in self.buffers:
             self.buffers[key] = tuple(torch.empty_like(x) for _ in range(2))
-        phi, scratch = self.buffers[key]
-        phi = elu_plus_one_into(phi.copy_(x), phi, scratch)  # in the inputs' dtype; a contiguous copy
-        # first: the four passes then run ~1.5× faster than on the strided view of the block
-        self.total.add_(phi.sum(dtype=self.total.dtype))  # finite exactly when x is: φ(±∞), φ(NaN) are not
+        phi = elu_plus_one_into(x, *self.buffers[key])  # in the inputs' dtype
         return phi.to(self.dtype)  # then the ledger's
 
 

@@ -55,7 +55,7 @@ class _EluPlusOne(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
         (out,) = ctx.saved_tensors
-        return grad * out.clamp(max=1.0)
+        return out.clamp(max=1.0).mul_(grad)
 
 
 def relu(x: torch.Tensor) -> torch.Tensor:

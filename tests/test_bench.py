@@ -17,7 +17,7 @@ from course_lib.attention import linear_attention
 from course_lib.bench.__main__ import main
 from course_lib.bench.analysis import crossover_n, crossovers, ratio_rows, scaling
 from course_lib.bench.baselines import PlainLedger, plain_causal_linear_attention, plain_linear_attention
-from course_lib.bench import engine
+from course_lib.bench import engine, timing
 from course_lib.bench import results as bench_results
 from course_lib.bench.decode import decode_crossover
 from course_lib.bench.flops import FLOPS_PER_MAC, roof_for, shaped_roof_for
@@ -322,14 +322,23 @@ class TestRoof:
 class TestMatmulShare:
     def test_a_call_without_matmuls_is_all_outside(self):
         x = torch.ones(2**16)
-        share = matmul_share(lambda: (x * 2).exp().sum(), CPU)
+        share = matmul_share(lambda: (x * 2).exp().sum(), CPU, min_run_time=0.01)
         assert share["matmul_s"] == 0 and share["call_s"] > 0 and share["outside_share"] == 1.0
 
     def test_matmuls_are_counted_by_their_self_time(self):
         g = torch.Generator().manual_seed(0)
         a, b = torch.randn(8, 128, 128, generator=g), torch.randn(128, 128, generator=g)
-        share = matmul_share(lambda: (torch.bmm(a, a), a[0] @ b, torch.baddbmm(a, a, a)), CPU)
-        assert 0 < share["matmul_s"] <= share["call_s"] and 0 <= share["outside_share"] < 1
+        share = matmul_share(lambda: (torch.bmm(a, a), a[0] @ b, torch.baddbmm(a, a, a)), CPU, min_run_time=0.01)
+        assert 0 < share["matmul_s"] <= share["profiled_call_s"] and 0 <= share["outside_share"] < 1
+        assert share["outside_share"] == max(0.0, 1 - share["matmul_s"] / share["call_s"])
+
+    def test_the_share_is_of_the_call_timed_without_the_profiler(self, monkeypatch):
+        """The profiled call's own time is recorded beside, not divided by (module docstring of timing)."""
+        monkeypatch.setattr(timing, "time_call", lambda fn, min_run_time: 4.0)
+        a = torch.randn(8, 64, 64, generator=torch.Generator().manual_seed(0))
+        share = timing.matmul_share(lambda: torch.bmm(a, a), CPU)
+        assert share["call_s"] == 4.0 and share["outside_share"] == pytest.approx(1 - share["matmul_s"] / 4.0)
+        assert share["profiled_call_s"] < 1.0
 
 
 class TestEngine:

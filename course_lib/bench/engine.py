@@ -3,8 +3,9 @@
 All through the public API, ``linear_attention(q, k, v, causal=True)`` (elu + 1, method "auto"),
 on seeded q, k, v [B, H, N, d] fp32 (``kernels.seeded_qkv``):
 
-* profile: the share of one call's time outside its matrix products (``timing.matmul_share``),
-  the median over ``profile_repeats`` profiled calls at N = ``profile_n``;
+* profile: the share of the call's time outside its matrix products (``timing.matmul_share``:
+  matmul time from the profiler, call time without it), the median over ``profile_repeats``
+  measurements at N = ``profile_n``;
 * decay: the call with ``decay=γ`` at the short and the long N of ``decay_ns``, and without
   decay at the long N, timed in turns (``timing.interleaved_times``);
 * backward: the forward alone and forward + backward (``torch.autograd.grad`` with a fixed
@@ -39,7 +40,8 @@ class EngineSettings:
     dtype: str = "float32"
 
 
-FULL = EngineSettings(profile_n=8192, decay_ns=(16384, 65536), backward_n=4096, min_run_time=0.1)
+FULL = EngineSettings(profile_n=8192, decay_ns=(16384, 65536), backward_n=4096, min_run_time=0.1, repeats=5,
+                      profile_repeats=5)
 QUICK = EngineSettings(profile_n=1024, decay_ns=(512, 2048), backward_n=512, min_run_time=0.01, repeats=2,
                        profile_repeats=2)
 
@@ -50,11 +52,13 @@ def _qkv(settings: EngineSettings, n: int, device: torch.device) -> list[torch.T
 
 
 def run_profile(settings: EngineSettings, device: torch.device) -> dict:
-    """{"n", "outside_share" (median), "call_s", "matmul_s" (of that call), "shares" (every call)}."""
+    """{"n", "outside_share" (median), "call_s", "profiled_call_s", "matmul_s" (of that measurement),
+    "shares" (every measurement)}."""
     q, k, v = _qkv(settings, settings.profile_n, device)
     call = lambda: linear_attention(q, k, v, causal=True)  # noqa: E731
     call()  # warm-up: thread pools and lazy inits outside the profile
-    profiles = sorted((matmul_share(call, device) for _ in range(settings.profile_repeats)),
+    profiles = sorted((matmul_share(call, device, min_run_time=settings.min_run_time)
+                       for _ in range(settings.profile_repeats)),
                       key=lambda profile: profile["outside_share"])
     middle = profiles[(len(profiles) - 1) // 2]
     return {"n": settings.profile_n, **middle, "shares": [profile["outside_share"] for profile in profiles]}
