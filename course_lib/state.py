@@ -103,7 +103,8 @@ class LinearAttentionState:
         return out.to(dtype)
 
     def step(self, q_t: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor) -> torch.Tensor:
-        """Feed one token q_t, k_t [..., d], v_t [..., dv]; return o_t [..., dv].
+        """Feed one token q_t, k_t [..., d], v_t [..., dv]; return o_t [..., dv] (after the first token a
+        view of a fresh [..., dv + 1] row, so not contiguous: ``.contiguous()`` if a caller needs it).
 
         The recurrence itself, whatever the stream's length: Ŝ ← γŜ + φ(k_t)[v_t | 1]ᵀ, then
         [o_t·den | den] = φ(q_t)ᵀŜ. The first token goes through ``extend`` (every check); later

@@ -3,9 +3,10 @@
 Bad input raises a ``ValueError`` that names the argument, what was expected and what
 arrived. Shapes, dtypes and options are checked up front, before any arithmetic. Values are
 checked with the result, by one host sync (``check_result``): a NaN or ∞ in v always reaches
-the output (0·∞ is NaN too), but one in q or k need not — ReLU maps −∞ to 0, and so does
-elu + 1 in the limit — so a running sum of q and k (a ``checksum``, computed where the
-engine reads them anyway) is checked beside the output and the normaliser. Only when one
+the output (0·∞ is NaN too), but one in q or k need not — ReLU maps −∞ to 0 — so a
+``checksum`` finite exactly when q and k are is checked beside the output and the
+normaliser: a running sum of q and k, or, on the engine's elu + 1 path (whose φ is non-finite
+exactly when its input is), the ledger's z = Σφ(k) (``fast_forms._ReusedBlocks``). Only when one
 is bad are the inputs re-scanned (``Suspects.explain``), in the contract's order — q, k, v,
 then the features, then decay, then the normaliser, then the output — so the error still
 names the culprit, with the same message an up-front scan would give.
