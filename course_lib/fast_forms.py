@@ -22,7 +22,7 @@
 import torch
 import torch.nn.functional as F
 
-from course_lib.feature_maps import elu_plus_one, elu_plus_one_into, query_key_features
+from course_lib.feature_maps import bad_values_reach_the_sums, elu_plus_one, elu_plus_one_into, query_key_features
 from course_lib.linear_forms import chunked_form, decay_matrix
 from course_lib.validation import check_feature_shapes, checksum
 
@@ -349,7 +349,7 @@ def causal_attention(
         reuse = lambda start, stop: features(start, stop, reuse=True)  # noqa: E731
         out, normaliser = _forward_loop(reuse, v, packed, _decay_for(log_gamma, C), C, eps)
         packed = packed[..., : dv + 1].contiguous()
-        if feature_map is elu_plus_one:  # z after the sequence: non-finite iff some φ(k) is (``_ReusedBlocks``)
+        if bad_values_reach_the_sums(feature_map):  # then Σz is the checksum (``_ReusedBlocks``)
             reused.total = packed[..., dv].sum(dtype=reused.total.dtype)
     after = PackedLedger(packed.reshape(*batch, f, dv + 1))
     return out.reshape(*batch, n, dv), normaliser.reshape(*batch, n), after, reused.total
@@ -360,10 +360,9 @@ class _ReusedBlocks:
     at N = 8192 fresh 1 MB blocks spent as long in page faults as in arithmetic.
 
     ``total`` is the caller's checksum. Other maps add Σq + Σk block by block (ReLU maps −∞ to
-    0, so a bad q or k need not reach the result). elu + 1 needs no pass of its own: φ is ±∞
-    or NaN exactly when its input is (−∞ gives −∞ − (−∞) = NaN), and φ ≥ 0, so a bad φ(k_j)
-    makes z = Σ_j γ^(n−j) φ(k_j) non-finite (0·∞ is NaN too) and a bad φ(q_i) the normaliser
-    φ(q_i)ᵀz_i, which the caller checks anyway: ``causal_attention`` sets ``total`` to Σz."""
+    0, so a bad q or k need not reach the result). elu + 1 needs no pass of its own
+    (``feature_maps.bad_values_reach_the_sums``): ``causal_attention`` sets ``total`` to the
+    ledger's Σz after the loop, and the caller checks the normalisers anyway."""
 
     def __init__(self, like: torch.Tensor, dtype: torch.dtype):
         self.dtype, self.buffers = dtype, {}

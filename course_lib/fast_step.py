@@ -11,10 +11,10 @@ stream, with one host sync:
 * the update is one ``addcmul`` (an outer product added to the old ledger, out of place: the
   ledger is replaced only once the token is accepted) and the read one ``bmm``;
 * the check divides the whole read row by its normaliser, [o_t | den/(den + eps)], and sums it.
-  With elu + 1 (φ ≥ 0, and φ is ±∞ or NaN exactly when its input is) every NaN or ∞ in q, k or v
-  and every normaliser of 0 turns that sum non-finite, so one sum decides. Other maps add the
-  sum of q_t, k_t (ReLU maps −∞ to 0) and the smallest normaliser (a signed map can give ≤ 0).
-  A bad sum re-scans the inputs to name the culprit (``validation.Suspects``).
+  With elu + 1 (``feature_maps.bad_values_reach_the_sums``) every NaN or ∞ in q, k or v and
+  every normaliser of 0 turns that sum non-finite, so a finite sum accepts the token. Anything
+  else goes through the shared ``validation.check_result`` with the sum of q_t, k_t as
+  checksum (ReLU maps −∞ to 0), which names the culprit (``validation.Suspects``).
 
 Not differentiable (it writes into buffers): ``LinearAttentionState.step`` sends a token whose
 inputs or ledger need a gradient through ``extend``, which is.
@@ -24,8 +24,8 @@ import math
 
 import torch
 
-from course_lib.feature_maps import elu_plus_one, elu_plus_one_into, query_key_features
-from course_lib.validation import Suspects, working_dtype
+from course_lib.feature_maps import bad_values_reach_the_sums, elu_plus_one, elu_plus_one_into, query_key_features
+from course_lib.validation import Suspects, check_result, working_dtype
 
 
 class TokenStep:
@@ -46,7 +46,7 @@ class TokenStep:
         self.read = ledger.new_empty(B, 1, width)  # [φ(q)ᵀS | φ(q)ᵀz]
         self.read_rows, self.den = self.read.view(*batch, width), self.read.view(*batch, width)[..., -1:]
         self.gamma = None if log_gamma is None else log_gamma.exp().to(ledger.dtype)[..., None, None]
-        self.one_sum_decides = feature_map is elu_plus_one  # see the module docstring
+        self.one_sum_decides = bad_values_reach_the_sums(feature_map)  # see the module docstring
         self.same_dtype = self.tokens.dtype == ledger.dtype
         phi = self.scratch[0]  # where elu + 1 writes φ: views of it serve every token
         self.elu_views = (phi[0].view(B, 1, d), phi[1].unsqueeze(-1))
@@ -64,10 +64,11 @@ class TokenStep:
         torch.bmm(phi_q, after.view(self.shape), out=self.read)  # [B, 1, dv + 1]: [φ(q)ᵀS | φ(q)ᵀz]
         normaliser = self.den if self.eps == 0 else self.den + self.eps  # [*batch, 1]
         scaled = self.read_rows / normaliser  # [*batch, dv + 1]: [o_t | den / (den + eps)]
-        if not self._sound(scaled, normaliser):
-            features = lambda: query_key_features(self.feature_map, q_t, k_t)  # noqa: E731 - on failure only
-            Suspects({"q": q_t, "k": k_t, "v": v_t}, features).explain(normaliser, scaled[..., :-1], self.eps)
         out = scaled[..., :-1]
+        if not (self.one_sum_decides and math.isfinite(scaled.sum().item())):  # the shared check, or its verdict
+            features = lambda: query_key_features(self.feature_map, q_t, k_t)  # noqa: E731 - on failure only
+            suspects = Suspects({"q": q_t, "k": k_t, "v": v_t}, features, checksum=self.tokens.sum())
+            check_result(out, normaliser, self.eps, suspects)
         return (out if out.dtype == v_t.dtype else out.to(v_t.dtype)), after
 
     def _features(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -83,12 +84,3 @@ class TokenStep:
         if not self.same_dtype:
             phi = phi.to(self.read.dtype)
         return phi[0].reshape(self.shape[0], 1, -1), phi[1].unsqueeze(-1)
-
-    def _sound(self, scaled: torch.Tensor, normaliser: torch.Tensor) -> bool:
-        """One host sync: True when every output and normaliser is finite and every normaliser > 0
-        (a sum of finite entries that overflows reads as unsound; ``Suspects.explain`` then finds nothing)."""
-        if self.one_sum_decides:
-            return math.isfinite(scaled.sum().item())
-        total, inputs, smallest = torch.stack((scaled.sum(), self.tokens.sum().to(scaled.dtype), normaliser.amin())
-                                              ).tolist()
-        return math.isfinite(total) and math.isfinite(inputs) and smallest > 0

@@ -58,6 +58,15 @@ class _EluPlusOne(torch.autograd.Function):
         return out.clamp(max=1.0).mul_(grad)
 
 
+def bad_values_reach_the_sums(feature_map) -> bool:
+    """True for a map whose φ is ≥ 0 and is ±∞ or NaN exactly when its input is: elu + 1
+    (``elu_plus_one_into`` gives NaN for −∞, as −∞ − (−∞)). Then a bad q or k always spoils what
+    the engine computes anyway — a bad φ(k_j) the ledger's z = Σ_j φ(k_j), a bad φ(q_i) its
+    normaliser φ(q_i)ᵀz (0·∞ is NaN too) — so no checksum pass over the inputs is needed
+    (``fast_forms``, ``fast_step``). Not ReLU: it maps −∞ to 0."""
+    return feature_map is elu_plus_one
+
+
 def relu(x: torch.Tensor) -> torch.Tensor:
     """φ(x) = max(x, 0): non-negative, but a query or key with no positive entry has φ = 0."""
     return torch.relu(x)

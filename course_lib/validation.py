@@ -6,7 +6,7 @@ checked with the result, by one host sync (``check_result``): a NaN or ∞ in v 
 the output (0·∞ is NaN too), but one in q or k need not — ReLU maps −∞ to 0 — so a
 ``checksum`` finite exactly when q and k are is checked beside the output and the
 normaliser: a running sum of q and k, or, on the engine's elu + 1 path (whose φ is non-finite
-exactly when its input is), the ledger's z = Σφ(k) (``fast_forms._ReusedBlocks``). Only when one
+exactly when its input is), the ledger's z = Σφ(k) (``feature_maps.bad_values_reach_the_sums``). Only when one
 is bad are the inputs re-scanned (``Suspects.explain``), in the contract's order — q, k, v,
 then the features, then decay, then the normaliser, then the output — so the error still
 names the culprit, with the same message an up-front scan would give.

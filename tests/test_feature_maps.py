@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.feature_maps import elu_plus_one, identity, query_key_features, relu
+from course_lib.feature_maps import bad_values_reach_the_sums, elu_plus_one, identity, query_key_features, relu
 
 
 def test_elu_plus_one_is_x_plus_one_above_zero_and_exp_below():
@@ -91,3 +91,12 @@ def test_elu_plus_one_backward_is_min_phi_one_and_twice_differentiable():
     assert torch.autograd.gradgradcheck(elu_plus_one, (x,))  # away from the kink at 0
     with torch.no_grad():
         assert torch.equal(elu_plus_one(x), branches)
+
+
+def test_only_a_map_that_keeps_bad_values_bad_skips_the_input_checksum():
+    """elu + 1 sends ±∞ and NaN to ±∞ or NaN and stays ≥ 0; ReLU sends −∞ to 0 and so needs the checksum."""
+    bad = torch.tensor([math.inf, -math.inf, math.nan])
+    good = torch.linspace(-800.0, 50.0, 101, dtype=torch.float64)
+    assert bad_values_reach_the_sums(elu_plus_one)
+    assert not torch.isfinite(elu_plus_one(bad)).any() and (elu_plus_one(good) >= 0).all()
+    assert not bad_values_reach_the_sums(relu) and relu(bad)[1] == 0
