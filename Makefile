@@ -31,8 +31,12 @@ lab: install
 	$(BIN)/python -m ipykernel install --user --name $(KERNEL_NAME) --display-name "Linear Attention (course)"
 	$(BIN)/jupyter lab --ServerApp.root_dir=. $(LAB_ARGS) notebooks/00_start_here.ipynb
 
+# Two pytest workers (pytest-xdist), one file each at a time: a notebook's cells stay in one kernel and
+# a module's fixtures in one process. On the 2-core CPU this took make test from ~330 s to ~290 s.
+# PYTEST_JOBS=0 runs in one process.
+PYTEST_JOBS ?= 2
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadfile)
 
 # JupyterLab + headless Chromium: run the explorer notebook, move a slider, save docs/explorer.png.
 # Installs selenium, and Debian's chromium + chromium-driver when missing (needs root or sudo).

@@ -576,6 +576,56 @@ def _quiz_mutant(question_id: str) -> Callable:
     return quiz_answers
 
 
+def _delta_rule(q, k, v, beta, *, use_beta=True, read_first=False, normalise=True, sign=1.0, carry=True,
+                transposed_read=False, final_read=False):
+    """A configurable recurrent delta rule the ex11 mutants are built from; the defaults give the right answer."""
+    if normalise:
+        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+    S = q.new_zeros(*q.shape[:-2], q.shape[-1], v.shape[-1])  # [..., d, dv]
+    outputs = []
+    for t in range(q.shape[-2]):
+        q_t, k_t, v_t = q[..., t, :], k[..., t, :], v[..., t, :]
+        if not carry:
+            S = torch.zeros_like(S)
+        if read_first:
+            outputs.append((q_t.unsqueeze(-2) @ S).squeeze(-2))
+        error = sign * (v_t - (k_t.unsqueeze(-2) @ S).squeeze(-2))  # v_t − Sᵀk_t [..., dv]
+        strength = beta[..., t, None] if use_beta else 1.0
+        S = S + k_t.unsqueeze(-1) * (strength * error).unsqueeze(-2)
+        if not read_first:
+            read = (S @ q_t.unsqueeze(-1)).squeeze(-1) if transposed_read else (q_t.unsqueeze(-2) @ S).squeeze(-2)
+            outputs.append(read)
+    return q @ S if final_read else torch.stack(outputs, dim=-2)
+
+
+def ex11_ignores_beta(q, k, v, beta):
+    return _delta_rule(q, k, v, beta, use_beta=False)
+
+
+def ex11_reads_before_writing(q, k, v, beta):
+    return _delta_rule(q, k, v, beta, read_first=True)
+
+
+def ex11_unnormalised_keys(q, k, v, beta):
+    return _delta_rule(q, k, v, beta, normalise=False)
+
+
+def ex11_error_sign_flipped(q, k, v, beta):
+    return _delta_rule(q, k, v, beta, sign=-1.0)
+
+
+def ex11_ledger_transposed(q, k, v, beta):
+    return _delta_rule(q, k, v, beta, transposed_read=True)  # S q instead of Sᵀq: [..., d], not [..., dv]
+
+
+def ex11_state_not_carried(q, k, v, beta):
+    return _delta_rule(q, k, v, beta, carry=False)
+
+
+def ex11_reads_final_ledger(q, k, v, beta):
+    return _delta_rule(q, k, v, beta, final_read=True)  # every query reads S_nᵀq̂_t: the future leaks into the past
+
+
 def _mutants(*pairs: tuple[Callable, str]) -> list[Mutant]:
     return [Mutant(fn, frozenset(targets.split())) for fn, targets in pairs]
 
@@ -670,6 +720,16 @@ MUTANTS: dict[str, list[Mutant]] = {
         (ex09_global_rng, "bias_matches noise_matches uses_generator"),
         (ex09_summarised_over_entries, "shape_and_dtype bias_matches noise_matches"),
     ),
+    "ex11_delta_rule": _mutants(
+        (ex11_ignores_beta, "values batch_dims writes_before_reading"),
+        (ex11_reads_before_writing, "values batch_dims writes_before_reading exact_read_back"),
+        (ex11_unnormalised_keys, "values batch_dims writes_before_reading exact_read_back key_length_does_not_matter"),
+        (ex11_error_sign_flipped, "values batch_dims writes_before_reading exact_read_back"),
+        (ex11_ledger_transposed, "shape_and_dtype values batch_dims writes_before_reading exact_read_back "
+                                 "key_length_does_not_matter no_future_leakage"),
+        (ex11_state_not_carried, "values batch_dims"),  # with β = 1 the last read is still exact
+        (ex11_reads_final_ledger, "values batch_dims writes_before_reading no_future_leakage"),
+    ),
     "ex10_crossover": _mutants(
         (ex10_counts_flops, "softmax_count linear_count favor_projections causal_chunks"),
         (ex10_softmax_scores_only, "softmax_count elu_crossover_is_d crossover_general crossover_rounds_up"),
@@ -762,10 +822,24 @@ def ex10_closed_forms():
     return {**_cost_model()(), "predicted_crossover": predicted_crossover}
 
 
+def ex11_values_by_keys_ledger(q, k, v, beta):
+    """The ledger laid out [dv, d] (S ← S + β (v − S k̂) k̂ᵀ, read S q̂) and updated as (I − β k̂k̂ᵀ) form."""
+    q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+    S = q.new_zeros(*q.shape[:-2], v.shape[-1], q.shape[-1])  # [..., dv, d]
+    eye = torch.eye(q.shape[-1], dtype=q.dtype)
+    outputs = []
+    for t in range(q.shape[-2]):
+        k_t, b = k[..., t, :], beta[..., t, None, None]
+        S = S @ (eye - b * k_t.unsqueeze(-1) * k_t.unsqueeze(-2)) + b * v[..., t, :, None] * k_t.unsqueeze(-2)
+        outputs.append((S @ q[..., t, :, None]).squeeze(-1))
+    return torch.stack(outputs, dim=-2)
+
+
 ALTERNATIVES: dict[str, list[Callable]] = {
     "ex03_positive_random_features": [random_features.positive_random_features, ex03_log_space],
     "ex04_orthogonal_gaussian": [random_features.orthogonal_gaussian, ex04_lengths_first_rows_of_q],
     "ex07_rope": [ex07_complex_rotation, ex07_rotation_matrices],
+    "ex11_delta_rule": [ex11_values_by_keys_ledger],
     "ex05_causal_linear_attention": [ex05_course_lib, ex05_float64_ledger_cast_back],
     "ex06_chunked_causal": [ex06_course_lib],
     "ex08_interview_quiz": [ex08_letters_as_sets],

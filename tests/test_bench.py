@@ -133,6 +133,7 @@ class TestQuickRun:
         profile, decay, backward = (result["engine"][key] for key in ("profile", "decay", "backward"))
         assert 0 <= profile["matmul_s"] <= profile["call_s"] and 0 <= profile["outside_share"] <= 1
         assert profile["outside_share"] == pytest.approx(1 - profile["matmul_s"] / profile["call_s"])
+        assert profile["exp_s"] > 0 and profile["exp_share"] == pytest.approx(profile["exp_s"] / profile["call_s"])
         assert decay["long_over_short"] == pytest.approx(decay["decayed_long"]["time_s"]
                                                          / decay["decayed_short"]["time_s"])
         assert decay["decayed_over_undecayed"] == pytest.approx(decay["decayed_long"]["time_s"]
@@ -142,7 +143,7 @@ class TestQuickRun:
         else:
             assert backward["ratio"] == pytest.approx(backward["forward_backward"]["time_s"]
                                                       / backward["forward"]["time_s"])
-        assert "share outside the matmuls" in stdout
+        assert "share outside the matmuls" in stdout and "one exp over q and k alone" in stdout
 
     def test_writes_the_plots(self, quick_run):
         folder, _, stdout = quick_run
@@ -358,6 +359,20 @@ class TestEngine:
         result = engine.run_backward(self.SETTINGS, CPU)
         assert result["ratio"] == pytest.approx(result["forward_backward"]["time_s"] / result["forward"]["time_s"])
         assert len(result["forward"]["times_s"]) == self.SETTINGS.repeats
+
+    def test_exp_pass_takes_exp_of_every_entry_of_q_and_k_block_by_block(self, monkeypatch):
+        q, k = torch.randn(1, 2, 10, 3), torch.randn(1, 2, 10, 3)
+        seen, real_exp = [], torch.exp
+
+        def recording_exp(x, *, out):
+            seen.append(x.clone())
+            return real_exp(x, out=out)
+
+        call = engine.exp_pass(q, k, rows=4)
+        monkeypatch.setattr(torch, "exp", recording_exp)
+        call()
+        assert [block.shape[-2] for block in seen] == [4, 4, 4, 4, 2, 2]  # q and k in turns, a short last block
+        assert torch.equal(torch.cat(seen[0::2], dim=-2), q) and torch.equal(torch.cat(seen[1::2], dim=-2), k)
 
 
 class TestPeakMemory:

@@ -60,6 +60,7 @@ EXERCISES = [
     "ex07_rope",
     "ex09_estimator_bias",
     "ex10_crossover",
+    "ex11_delta_rule",
 ]
 CHEATS = dict(zip(EXERCISES[:3] + EXERCISES[4:6], (cheat_ex01, cheat_ex02, cheat_ex03, cheat_ex05, cheat_ex06)))
 SCRIBBLES = dict(
@@ -226,6 +227,11 @@ MISTAKE_FEEDBACK = [
     ("ex10_crossover_floor", "crossover_rounds_up", "round the quotient UP (math.ceil)"),
     ("ex10_crossover_round", "crossover_rounds_up", "returned 51, expected 52"),
     ("ex10_crossover_float", "elu_crossover_is_d", "returned 16.0 (float); return an int"),
+    ("ex11_reads_before_writing", "writes_before_reading", "write token t into the ledger before reading it"),
+    ("ex11_error_sign_flipped", "exact_read_back", "(v − Sᵀk̂, not Sᵀk̂ − v)"),
+    ("ex11_unnormalised_keys", "key_length_does_not_matter", "scaling q and k by 10 changed the output"),
+    ("ex11_reads_final_ledger", "no_future_leakage", "the future leaks into the past"),
+    ("ex11_ledger_transposed", "shape_and_dtype", "raised RuntimeError: mat1 and mat2 shapes cannot be multiplied"),
 ]
 
 

@@ -5,7 +5,9 @@ on seeded q, k, v [B, H, N, d] fp32 (``kernels.seeded_qkv``):
 
 * profile: the share of the call's time outside its matrix products (``timing.matmul_share``:
   matmul time from the profiler, call time without it), the median over ``profile_repeats``
-  measurements at N = ``profile_n``;
+  measurements at N = ``profile_n``; beside it the floor no eager elu + 1 gets under
+  (``exp_pass``: one exp per entry of q and k, block by block into a reused buffer, as the
+  engine does);
 * decay: the call with ``decay=γ`` at the short and the long N of ``decay_ns``, and without
   decay at the long N, timed in turns (``timing.interleaved_times``);
 * backward: the forward alone and forward + backward (``torch.autograd.grad`` with a fixed
@@ -20,6 +22,8 @@ import torch
 from course_lib.attention import linear_attention
 from course_lib.bench.kernels import seeded_qkv
 from course_lib.bench.timing import interleaved_times, matmul_share, spread
+from course_lib.fast_forms import BLOCK_ROWS
+from course_lib.measure import time_call
 
 
 @dataclass(frozen=True)
@@ -51,9 +55,23 @@ def _qkv(settings: EngineSettings, n: int, device: torch.device) -> list[torch.T
     return seeded_qkv(shape, device, seed=settings.seed, dtype=settings.dtype)
 
 
+def exp_pass(q: torch.Tensor, k: torch.Tensor, rows: int = BLOCK_ROWS):
+    """A call that takes exp of every entry of q and k [..., N, d], ``rows`` rows at a time into one
+    reused buffer: the one elementwise pass elu + 1 = exp(min(x, 0)) + max(x, 0) cannot avoid."""
+    buffer = torch.empty_like(q[..., :rows, :])  # [..., rows, d]
+
+    def call() -> None:
+        for start in range(0, q.shape[-2], rows):
+            for x in (q, k):
+                block = x[..., start : start + rows, :]
+                torch.exp(block, out=buffer[..., : block.shape[-2], :])
+
+    return call
+
+
 def run_profile(settings: EngineSettings, device: torch.device) -> dict:
     """{"n", "outside_share" (median), "call_s", "profiled_call_s", "matmul_s" (of that measurement),
-    "shares" (every measurement)}."""
+    "shares" (every measurement), "exp_s" (``exp_pass``) and "exp_share" = exp_s / call_s}."""
     q, k, v = _qkv(settings, settings.profile_n, device)
     call = lambda: linear_attention(q, k, v, causal=True)  # noqa: E731
     call()  # warm-up: thread pools and lazy inits outside the profile
@@ -61,7 +79,9 @@ def run_profile(settings: EngineSettings, device: torch.device) -> dict:
                        for _ in range(settings.profile_repeats)),
                       key=lambda profile: profile["outside_share"])
     middle = profiles[(len(profiles) - 1) // 2]
-    return {"n": settings.profile_n, **middle, "shares": [profile["outside_share"] for profile in profiles]}
+    exp_s = time_call(exp_pass(q, k), min_run_time=settings.min_run_time)
+    return {"n": settings.profile_n, **middle, "shares": [profile["outside_share"] for profile in profiles],
+            "exp_s": exp_s, "exp_share": exp_s / middle["call_s"]}
 
 
 def run_decay(settings: EngineSettings, device: torch.device) -> dict:

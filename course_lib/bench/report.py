@@ -36,16 +36,21 @@ def device_label(meta: dict) -> str:
     return f"{where}, torch {meta.get('torch', '?')}"
 
 
-def run_metadata(device: torch.device, *, quick: bool, suites: list[str], memory_method: str, peers: str) -> dict:
-    """Where and how the numbers were taken (``device_label`` the one-line summary)."""
+def machine_metadata(device: torch.device, *, quick: bool) -> dict:
+    """Where and when numbers were taken: machine, torch, threads, device, time, and ``device_label``."""
     meta = {
         "machine": {"platform": platform.platform(), "cpu_model": cpu_model(), "cores": os.cpu_count(),
                     "python": platform.python_version()},
         "torch": torch.__version__, "threads": torch.get_num_threads(), "device": describe_device(device),
-        "dtype": "float32", "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "quick": quick, "suites": suites, "memory_method": memory_method, "peers": {"fla": peers},
+        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "quick": quick,
     }
     return meta | {"device_label": device_label(meta)}
+
+
+def run_metadata(device: torch.device, *, quick: bool, suites: list[str], memory_method: str, peers: str) -> dict:
+    """The benchmark's ``machine_metadata`` with its dtype, suites, memory method and optional peers."""
+    return machine_metadata(device, quick=quick) | {"dtype": "float32", "suites": suites,
+                                                    "memory_method": memory_method, "peers": {"fla": peers}}
 
 
 def table(headers: list[str], rows: list[list]) -> str:
@@ -132,7 +137,8 @@ def engine_text(result: dict) -> str:
     lines = [
         f"causal call at N={profile['n']}: {profile['call_s'] * 1e3:.3g} ms ({profile['profiled_call_s'] * 1e3:.3g} ms "
         f"profiled), matmuls {profile['matmul_s'] * 1e3:.3g} ms; share outside the matmuls "
-        f"{profile['outside_share']:.3g} (median of {len(profile['shares'])})",
+        f"{profile['outside_share']:.3g} (median of {len(profile['shares'])}); one exp over q and k alone "
+        f"{profile['exp_s'] * 1e3:.3g} ms (share {profile['exp_share']:.3g})",
         f"decay={decay['gamma']}: {decay['decayed_short']['time_s'] * 1e3:.3g} ms at N={short}, "
         f"{decay['decayed_long']['time_s'] * 1e3:.3g} ms at N={long} (ratio {decay['long_over_short']:.3g}); "
         f"undecayed {decay['undecayed_long']['time_s'] * 1e3:.3g} ms (decayed / undecayed "

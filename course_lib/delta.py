@@ -1,0 +1,210 @@
+"""The delta rule: a ledger that corrects what it stores instead of only adding to it (notebook 12).
+
+DeltaNet (Schlag et al. 2021) reads the ledger at the new key, compares the reading with the new
+value and writes back only the difference. In the course's layout (S [..., dk, dv], read as q S):
+
+    S_t = S_{t−1} + β_t k_t (v_t − S_{t−1}ᵀ k_t)ᵀ = (I − β_t k_t k_tᵀ) S_{t−1} + β_t k_t v_tᵀ,    o_t = S_tᵀ q_t
+
+This is one step of online gradient descent on ½‖Sᵀk_t − v_t‖² with step size β_t ∈ (0, 1]; with
+β = 1 and ‖k_t‖ = 1 the ledger reads back exactly v_t at k_t right after the write. There is no
+normaliser. ``delta_rule_attention`` L2-normalises q and k (as DeltaNet does) before either form,
+so every I − β k kᵀ has norm ≤ 1 and the ledger cannot blow up.
+
+* ``delta_rule_recurrent``: the definition, one token at a time (the oracle).
+* ``delta_rule_chunked``: chunks of C tokens in the WY / UT form (Yang et al. 2024). Inside a chunk
+  that starts from S₀, write S_i = S₀ + Σ_{j≤i} k_j u_jᵀ; the pseudo-values u_i = β_i(v_i − S_{i−1}ᵀk_i)
+  then solve a unit lower-triangular system, and everything else is matmuls:
+
+      (I + stril(diag(β) K Kᵀ)) U = diag(β)(V − K S₀)   =>   U = T diag(β) V − T diag(β) K S₀
+      O = Q S₀ + tril(Q Kᵀ) U,        S_C = S₀ + Kᵀ U
+
+  T diag(β) V and T diag(β) K do not depend on S₀: one batched triangular solve for every chunk at
+  once; only U's S₀ part, O and S_C are sequential (a loop over n/C chunks).
+
+Both are differentiable (out-of-place torch ops; ``solve_triangular`` has a backward).
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from course_lib.validation import (
+    check_chunk_size,
+    check_qkv,
+    require_finite,
+    require_tensor,
+    working_dtype,
+)
+
+METHODS = ("chunked", "recurrent")
+DEFAULT_CHUNK = 64
+
+
+def delta_rule_recurrent(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, state: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The definition token by token: (out [..., n, dv], S after [..., dk, dv]).
+
+    q, k [..., n, dk] (normalised by the caller), v [..., n, dv], beta [..., n]; ``state`` is the
+    ledger before the first token (zeros when None).
+    """
+    S = q.new_zeros(*q.shape[:-2], q.shape[-1], v.shape[-1]) if state is None else state  # [..., dk, dv]
+    outputs = []
+    for t in range(q.shape[-2]):
+        k_t, v_t = k[..., t, :], v[..., t, :]  # [..., dk], [..., dv]
+        error = v_t - (k_t.unsqueeze(-2) @ S).squeeze(-2)  # v_t − Sᵀk_t [..., dv]
+        S = S + k_t.unsqueeze(-1) * (beta[..., t, None] * error).unsqueeze(-2)  # + β k_t errorᵀ
+        outputs.append((q[..., t, :].unsqueeze(-2) @ S).squeeze(-2))  # S_tᵀ q_t [..., dv]
+    return torch.stack(outputs, dim=-2), S
+
+
+def delta_rule_chunked(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, state: torch.Tensor | None = None,
+    *, chunk_size: int = DEFAULT_CHUNK,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The WY / UT chunked form (module docstring): (out [..., n, dv], S after [..., dk, dv]).
+
+    Same arguments as ``delta_rule_recurrent``. A last chunk shorter than C is padded with
+    tokens of k = v = q = 0 and β = 0, which write nothing (their u is 0) and are cut from the output.
+    """
+    n, dk, dv = q.shape[-2], q.shape[-1], v.shape[-1]
+    C = min(chunk_size, n)
+    pad = -n % C
+    if pad:
+        q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
+        beta = F.pad(beta, (0, pad))
+    q, k, v = (x.unflatten(-2, (-1, C)) for x in (q, k, v))  # [..., nc, C, ·]
+    k_beta = k * beta.unflatten(-1, (-1, C)).unsqueeze(-1)  # diag(β) K [..., nc, C, dk]
+    v_beta = v * beta.unflatten(-1, (-1, C)).unsqueeze(-1)  # diag(β) V [..., nc, C, dv]
+    lower = (k_beta @ k.transpose(-1, -2)).tril(-1)  # stril(diag(β) K Kᵀ) [..., nc, C, C]
+    solved = torch.linalg.solve_triangular(lower, torch.cat([v_beta, k_beta], dim=-1), upper=False,
+                                           unitriangular=True)  # the unit diagonal is implied
+    u_values, w = solved.split([dv, dk], dim=-1)  # T diag(β) V [..., nc, C, dv], T diag(β) K [..., nc, C, dk]
+    scores = (q @ k.transpose(-1, -2)).tril()  # tril(Q Kᵀ) [..., nc, C, C]
+    S = q.new_zeros(*q.shape[:-3], dk, dv) if state is None else state  # [..., dk, dv]
+    outputs = []
+    for c in range(q.shape[-3]):
+        u = u_values[..., c, :, :] - w[..., c, :, :] @ S  # [..., C, dv]
+        outputs.append(q[..., c, :, :] @ S + scores[..., c, :, :] @ u)  # [..., C, dv]
+        S = S + k[..., c, :, :].transpose(-1, -2) @ u
+    return torch.cat(outputs, dim=-2)[..., :n, :], S
+
+
+def delta_rule_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, *, method: str = "chunked",
+    chunk_size: int | None = None,
+) -> torch.Tensor:
+    """Causal delta-rule attention (DeltaNet), [..., n, dv] (notebook 12 §2).
+
+    q, k [..., n, dk], v [..., n, dv]; beta [..., n], one write strength in (0, 1] per token (and
+    head: leading dims broadcast like q's). q and k are L2-normalised here, over their last dim.
+    ``method``: "chunked" (the WY form, C = ``chunk_size`` or 64) or "recurrent" (the definition);
+    they agree to rounding. Differentiable in q, k, v and beta. float16/bfloat16 run in float32
+    and come back in their own dtype. For a stream fed in pieces use ``DeltaRuleState``.
+    """
+    out, _ = _run(q, k, v, beta, method, chunk_size, None)
+    return out
+
+
+class DeltaRuleState:
+    """A stream's delta-rule ledger S [..., dk, dv]: ``extend`` (or ``step``, one token) equals
+    ``delta_rule_attention`` over the whole stream, with memory that does not grow (notebook 12 §2).
+
+    When the inputs require grad so does the ledger (truncated backprop: ``detach_`` cuts it).
+    """
+
+    def __init__(self, *, method: str = "chunked", chunk_size: int | None = None):
+        self.method, self.chunk_size = _check_method(method), check_chunk_size(chunk_size)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the stream."""
+        self.S: torch.Tensor | None = None  # [..., dk, dv] in the arithmetic's dtype
+        self.tokens_seen = 0
+
+    def detach_(self) -> None:
+        """Keep the ledger's values, drop its gradient history."""
+        if self.S is not None:
+            self.S = self.S.detach()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: dk·dv numbers per batch/head entry, however long the stream."""
+        return 0 if self.S is None else self.S.nbytes
+
+    def extend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+        """Outputs [..., n, dv] of n new tokens (q, k [..., n, dk], v [..., n, dv], beta [..., n])."""
+        out, S = _run(q, k, v, beta, self.method, self.chunk_size, self.S)
+        self.S, self.tokens_seen = S, self.tokens_seen + q.shape[-2]
+        return out
+
+    def step(self, q_t: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, beta_t: torch.Tensor) -> torch.Tensor:
+        """One token: q_t, k_t [..., dk], v_t [..., dv], beta_t [...] -> o_t [..., dv]."""
+        for name, x in (("q_t", q_t), ("k_t", k_t), ("v_t", v_t)):
+            require_tensor(name, x, min_dims=1)
+        require_tensor("beta_t", beta_t, min_dims=0)
+        return self.extend(q_t.unsqueeze(-2), k_t.unsqueeze(-2), v_t.unsqueeze(-2), beta_t.unsqueeze(-1)).squeeze(-2)
+
+
+def _check_method(method: object) -> str:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    return method
+
+
+def _check_beta(beta: object, q: torch.Tensor) -> torch.Tensor:
+    """beta [..., n] with q's dtype and device, its leading dims broadcasting with q's."""
+    require_tensor("beta", beta, min_dims=1)
+    if beta.dtype != q.dtype or beta.device != q.device:
+        raise ValueError(f"beta must share dtype and device with q, got {beta.dtype}/{beta.device} "
+                         f"and {q.dtype}/{q.device}")
+    if beta.shape[-1] != q.shape[-2]:
+        raise ValueError(f"beta must be [..., n] with one value per token, n = {q.shape[-2]}, got {tuple(beta.shape)}")
+    try:
+        torch.broadcast_shapes(beta.shape[:-1], q.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"beta's leading dims {tuple(beta.shape[:-1])} must broadcast with q's "
+                         f"{tuple(q.shape[:-2])}") from None
+    return beta
+
+
+def _run(q, k, v, beta, method, chunk_size, state):
+    """Check, normalise, run one form, check the result with one host sync: (out, S after)."""
+    check_qkv(q, k, v, causal=True)
+    beta = _check_beta(beta, q)
+    method, chunk_size = _check_method(method), check_chunk_size(chunk_size)
+    if state is not None and state.shape[-2:] != (q.shape[-1], v.shape[-1]):
+        raise ValueError(f"q, k with dk={q.shape[-1]} and v with dv={v.shape[-1]} do not match the ledger built "
+                         f"so far, [dk, dv] = {list(state.shape[-2:])}; call reset() for a new stream")
+    dtype = working_dtype(q.dtype)
+    q_n, k_n = (F.normalize(x.to(dtype), dim=-1) for x in (q, k))  # ‖q‖ = ‖k‖ = 1 (0 stays 0)
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], beta.shape[:-1])
+    q_n, k_n, v_w = (x.expand(*batch, *x.shape[-2:]) for x in (q_n, k_n, v.to(dtype)))
+    beta_w = beta.to(dtype).expand(*batch, beta.shape[-1])
+    if method == "recurrent":
+        out, S = delta_rule_recurrent(q_n, k_n, v_w, beta_w, state)
+    else:
+        out, S = delta_rule_chunked(q_n, k_n, v_w, beta_w, state, chunk_size=chunk_size or DEFAULT_CHUNK)
+    _check_result(out, q, k, v, beta)
+    return out.to(v.dtype), S
+
+
+def _check_result(out: torch.Tensor, q, k, v, beta) -> None:
+    """One host sync: a NaN or ±∞ anywhere in q, k or v reaches the output (normalising ±∞ gives
+    NaN, and every later output reads the ledger); β is checked for (0, 1] in the same sync.
+    Only on failure are the inputs re-scanned, to name the culprit."""
+    if out.numel() == 0:
+        return
+    wide = torch.float64 if out.dtype == torch.float64 else torch.float32
+    in_range = ((beta > 0) & (beta <= 1)).all()
+    out_sum, beta_ok = torch.stack([out.sum(dtype=wide), in_range.to(wide)]).tolist()
+    if math.isfinite(out_sum) and beta_ok == 1:
+        return
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        require_finite(name, x)
+    if beta_ok != 1:
+        bad = int((~((beta > 0) & (beta <= 1))).sum())
+        raise ValueError(f"beta must lie in (0, 1] (a write strength), found {bad} values outside it")
+    if not torch.isfinite(out).all():
+        raise ValueError("delta-rule output is not finite: the ledger overflowed; rescale v")

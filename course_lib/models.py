@@ -1,0 +1,123 @@
+"""A tiny causal language model whose token mixer is the course's own attention (notebook 12).
+
+``TinyLM`` is token + learned position embeddings, ``n_layers`` pre-norm blocks
+(x + mixer(norm(x)), then x + MLP(norm(x))), a final norm and an untied output layer.
+Only the mixer changes between runs (``MIXERS``):
+
+* "softmax": ``attention.softmax_attention`` (causal, 1/√d) — the reference;
+* "linear": ``attention.linear_attention`` with elu + 1 (its differentiable causal engine);
+* "performer": FAVOR+ positive orthogonal features, m = head dim features (so its ledger is the
+  same size as elu + 1's), drawn **once** from the model's seed and kept fixed (not redrawn);
+* "decay": ``linear_attention`` with a fixed γ per head, RetNet's γ_h = 1 − 2^{−(5+h)} (0.969, 0.984,
+  … : memories of ~32, 64, … tokens), with the course's normaliser kept;
+* "delta": ``delta.delta_rule_attention`` with β = sigmoid(a linear map of the input), one per
+  token and head — the only mixer with parameters of its own (d_model·H + H of them).
+
+Every mixer sees the same input: a short causal depthwise convolution (``conv_size`` taps, 0 turns
+it off) over the normalised block input, then the q, k, v projections. Zoology and Based use such
+a convolution so that a token can see its left neighbour cheaply: in associative recall the
+value's position must know its key. It is applied to every mixer alike, so the comparison stays fair.
+"""
+
+import torch
+from torch import nn
+
+from course_lib.attention import linear_attention, softmax_attention
+from course_lib.delta import delta_rule_attention
+from course_lib.random_features import PerformerFeatures
+
+MIXERS = ("softmax", "linear", "performer", "decay", "delta")
+
+
+def head_decays(n_heads: int) -> torch.Tensor:
+    """RetNet's γ_h = 1 − 2^{−(5+h)} for heads h = 0 … H−1 [H] float64: head h keeps ~2^{5+h} tokens."""
+    return 1 - 2.0 ** -(torch.arange(n_heads, dtype=torch.float64) + 5)
+
+
+class Mixer(nn.Module):
+    """Causal token mixing by one of ``MIXERS``: [B, T, D] -> [B, T, D], H heads of D/H dims."""
+
+    def __init__(self, d_model: int, n_heads: int, kind: str, *, conv_size: int = 4, seed: int = 0):
+        super().__init__()
+        if kind not in MIXERS:
+            raise ValueError(f"mixer must be one of {MIXERS}, got {kind!r}")
+        if d_model % n_heads:
+            raise ValueError(f"d_model must be a multiple of n_heads, got {d_model} and {n_heads}")
+        self.kind, self.n_heads, self.head_dim = kind, n_heads, d_model // n_heads
+        self.conv = nn.Conv1d(d_model, d_model, conv_size, groups=d_model, padding=conv_size - 1) if conv_size else None
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
+        self.out = nn.Linear(d_model, d_model, bias=False)
+        self.beta = nn.Linear(d_model, n_heads) if kind == "delta" else None
+        if kind == "performer":
+            generator = torch.Generator().manual_seed(seed)
+            self.features = PerformerFeatures(self.head_dim, self.head_dim, generator=generator)
+        self.register_buffer("gamma", head_decays(n_heads).float(), persistent=False)  # [H]: broadcasts to [B, H]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, D = x.shape
+        if self.conv is not None:
+            x = self.conv(x.transpose(1, 2))[..., :T].transpose(1, 2)  # causal: the first T outputs [B, T, D]
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # [B, H, T, dh]
+        if self.kind == "softmax":
+            mixed = softmax_attention(q, k, v, causal=True)
+        elif self.kind == "linear":
+            mixed = linear_attention(q, k, v, causal=True)
+        elif self.kind == "performer":
+            mixed = linear_attention(q, k, v, self.features, causal=True)
+        elif self.kind == "decay":
+            mixed = linear_attention(q, k, v, causal=True, decay=self.gamma.to(x.dtype))
+        else:
+            beta = torch.sigmoid(self.beta(x)).transpose(1, 2)  # [B, H, T], in (0, 1)
+            mixed = delta_rule_attention(q, k, v, beta)
+        return self.out(mixed.transpose(1, 2).reshape(B, T, D))
+
+
+class Block(nn.Module):
+    """Pre-norm: x + mixer(norm(x)), then x + MLP(norm(x)) with a 4× GELU MLP."""
+
+    def __init__(self, d_model: int, n_heads: int, mixer: str, *, conv_size: int, seed: int):
+        super().__init__()
+        self.norm_mix, self.norm_mlp = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.mixer = Mixer(d_model, n_heads, mixer, conv_size=conv_size, seed=seed)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.mixer(self.norm_mix(x))
+        return x + self.mlp(self.norm_mlp(x))
+
+
+class TinyLM(nn.Module):
+    """Tokens [B, T] (T ≤ max_len) -> next-token logits [B, T, vocab_size] (module docstring)."""
+
+    def __init__(self, vocab_size: int, *, d_model: int = 64, n_layers: int = 2, n_heads: int = 4,
+                 mixer: str = "softmax", max_len: int = 256, conv_size: int = 4, seed: int = 0):
+        super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("d_model", d_model), ("n_layers", n_layers),
+                            ("n_heads", n_heads), ("max_len", max_len)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if isinstance(conv_size, bool) or not isinstance(conv_size, int) or conv_size < 0:
+            raise ValueError(f"conv_size must be an int >= 0 (0: no convolution), got {conv_size!r}")
+        self.max_len, self.mixer = max_len, mixer
+        with torch.random.fork_rng(devices=[]):  # the weights are a function of the seed alone
+            torch.manual_seed(seed)
+            self.embed, self.position = nn.Embedding(vocab_size, d_model), nn.Embedding(max_len, d_model)
+            self.blocks = nn.ModuleList(Block(d_model, n_heads, mixer, conv_size=conv_size, seed=seed + layer)
+                                        for layer in range(n_layers))
+            self.norm, self.head = nn.LayerNorm(d_model), nn.Linear(d_model, vocab_size)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long or tokens.dim() != 2:
+            got = f"{tokens.dtype} {tuple(tokens.shape)}" if isinstance(tokens, torch.Tensor) else type(tokens).__name__
+            raise ValueError(f"tokens must be a long tensor [B, T], got {got}")
+        if tokens.shape[1] > self.max_len:
+            raise ValueError(f"tokens has T={tokens.shape[1]} positions, more than max_len={self.max_len}")
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.embed(tokens) + self.position(positions)  # [B, T, D]
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))  # [B, T, V]
+
+    def parameter_count(self) -> int:
+        """Trainable parameters (the budget every mixer shares, up to the delta rule's β layer)."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)

@@ -1,0 +1,70 @@
+"""Multi-query associative recall (MQAR), the task that shows what a fixed-size ledger forgets (notebook 12).
+
+Zoology (Arora et al., 2023, "Zoology: Measuring and Improving Recall in Efficient Language Models")
+found that most of the quality gap between attention and its sub-quadratic replacements is recall:
+finding the value that went with a key seen earlier. MQAR isolates it. Each example is
+
+    k₁ v₁ k₂ v₂ … k_P v_P │ 0 0 k₃ 0 k₁ 0 … k₂ 0
+    context: P pairs      │ queries: every key once, at random places among filler tokens 0
+
+and the model, at each query key, must predict the value paired with it in the context; every other
+position is ignored (target −100, ``torch.nn.functional.cross_entropy``'s ``ignore_index``).
+Keys come from the lower half of the vocabulary (1 … V/2 − 1, distinct within an example), values
+from the upper half (V/2 … V − 1), token 0 is the filler. Softmax attention can look every pair up;
+a ledger of f × dv numbers must hold all P pairs at once, which it can exactly only while P ≤ f
+for orthogonal keys (notebook 05, §capacity).
+"""
+
+import torch
+
+IGNORE = -100  # the target of a position that is not scored
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def mqar(
+    batch_size: int, *, num_pairs: int, seq_len: int, vocab_size: int, generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tokens [B, T] long, targets [B, T] long) of ``batch_size`` MQAR examples (module docstring).
+
+    The first 2·num_pairs tokens are the pairs, the rest the query region, which needs room for
+    every key once: seq_len ≥ 3·num_pairs. Deterministic given a CPU ``generator`` (the examples
+    are drawn on the CPU; move them with ``.to(device)``).
+    """
+    for name, value in (("batch_size", batch_size), ("num_pairs", num_pairs), ("seq_len", seq_len),
+                        ("vocab_size", vocab_size)):
+        _positive_int(name, value)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    if seq_len < 3 * num_pairs:
+        raise ValueError(f"num_pairs={num_pairs} needs seq_len >= 3 * num_pairs = {3 * num_pairs} "
+                         f"(the pairs, then every key once as a query), got seq_len={seq_len}")
+    num_keys = vocab_size // 2 - 1  # tokens 1 … V/2 − 1
+    if num_pairs > num_keys:
+        raise ValueError(f"num_pairs={num_pairs} distinct keys need vocab_size >= {2 * (num_pairs + 1)} "
+                         f"(keys are 1 … vocab_size/2 − 1), got vocab_size={vocab_size}")
+    B, P, query_region = batch_size, num_pairs, seq_len - 2 * num_pairs
+    keys = torch.rand(B, num_keys, generator=generator).argsort(-1)[:, :P] + 1  # [B, P] distinct
+    values = torch.randint(vocab_size // 2, vocab_size, (B, P), generator=generator)  # [B, P]
+    slots = torch.rand(B, query_region, generator=generator).argsort(-1)[:, :P] + 2 * P  # [B, P] query positions
+    order = torch.rand(B, P, generator=generator).argsort(-1)  # [B, P]: which pair each slot asks for
+    tokens = torch.zeros(B, seq_len, dtype=torch.long)
+    tokens[:, 0 : 2 * P : 2], tokens[:, 1 : 2 * P : 2] = keys, values
+    tokens.scatter_(1, slots, keys.gather(1, order))
+    targets = torch.full((B, seq_len), IGNORE, dtype=torch.long).scatter_(1, slots, values.gather(1, order))
+    return tokens, targets
+
+
+def recall_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    """Share of scored positions (target ≠ −100) where the arg-max of ``logits`` [B, T, V] is the target."""
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(f"logits [B, T, V] and targets [B, T] must agree, got {tuple(logits.shape)} "
+                         f"and {tuple(targets.shape)}")
+    scored = targets != IGNORE
+    if not bool(scored.any()):
+        raise ValueError("targets score no position (every entry is -100)")
+    return float((logits.argmax(-1) == targets)[scored].float().mean())

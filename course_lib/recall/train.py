@@ -1,0 +1,79 @@
+"""Train one ``models.TinyLM`` on MQAR and measure its recall (notebook 12 §c, the sweep).
+
+Every step draws a fresh batch (the task has no fixed training set to memorise); accuracy is
+measured on ``test_examples`` held-out examples from another seed. AdamW with a linear warm-up
+then cosine decay; gradients clipped at norm 1. Same steps, batch and seed for every mixer.
+"""
+
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+
+from course_lib.models import TinyLM
+from course_lib.recall import IGNORE, mqar, recall_accuracy
+
+
+@dataclass(frozen=True)
+class RecallRun:
+    """One training run: the task, the model and the optimisation (all stored with its result)."""
+
+    mixer: str
+    num_pairs: int
+    head_dim: int = 16
+    seq_len: int = 64
+    vocab_size: int = 128
+    n_heads: int = 2
+    n_layers: int = 2
+    steps: int = 600
+    batch_size: int = 64
+    lr: float = 3e-3
+    seed: int = 0
+    test_examples: int = 512
+
+    @property
+    def d_model(self) -> int:
+        return self.head_dim * self.n_heads
+
+
+def warmup_cosine(step: int, steps: int, lr: float) -> float:
+    """The learning rate at ``step`` of ``steps``: linear warm-up over the first tenth, then cosine decay to 0."""
+    warmup = max(1, steps // 10)
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    return lr * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+
+def train_recall(run: RecallRun, device: torch.device | str = "cpu", progress=None) -> dict:
+    """Train ``run`` on ``device``: {**the run, "accuracy", "final_loss", "parameters", "seconds"}.
+
+    ``progress``: an optional callable taking the step's loss (a ``tqdm`` bar's update, for one).
+    """
+    device = torch.device(device)
+    model = TinyLM(run.vocab_size, d_model=run.d_model, n_layers=run.n_layers, n_heads=run.n_heads,
+                   mixer=run.mixer, max_len=run.seq_len, seed=run.seed).to(device)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=run.lr, weight_decay=0.1)
+    task = dict(num_pairs=run.num_pairs, seq_len=run.seq_len, vocab_size=run.vocab_size)
+    train_generator = torch.Generator().manual_seed(run.seed)
+    started, loss = time.perf_counter(), torch.tensor(float("nan"))
+    for step in range(run.steps):
+        tokens, targets = (x.to(device) for x in mqar(run.batch_size, generator=train_generator, **task))
+        for group in optimiser.param_groups:
+            group["lr"] = warmup_cosine(step, run.steps, run.lr)
+        logits = model(tokens)  # [B, T, V]
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimiser.step()
+        if progress is not None:
+            progress(loss.item())
+    seconds = time.perf_counter() - started
+    test_tokens, test_targets = mqar(run.test_examples, generator=torch.Generator().manual_seed(10_000 + run.seed),
+                                     **task)
+    with torch.no_grad():
+        accuracy = recall_accuracy(model(test_tokens.to(device)).cpu(), test_targets)
+    return {**asdict(run), "accuracy": accuracy, "final_loss": loss.item(), "parameters": model.parameter_count(),
+            "seconds": seconds}

@@ -1,0 +1,117 @@
+"""MQAR: the layout the docstring promises, determinism, refusals; recall_accuracy; one training run learns."""
+
+import json
+
+import pytest
+import torch
+
+from course_lib.models import MIXERS
+from course_lib.recall import IGNORE, mqar, recall_accuracy
+from course_lib.recall.__main__ import main
+from course_lib.recall.sweep import QUICK, SweepSettings, summarise, sweep_figure
+from course_lib.recall.train import RecallRun, train_recall
+
+
+def draw(seed: int = 0, **task):
+    task = {"num_pairs": 5, "seq_len": 20, "vocab_size": 32} | task
+    return mqar(64, generator=torch.Generator().manual_seed(seed), **task)
+
+
+def test_each_query_asks_for_a_context_key_and_its_target_is_that_keys_value():
+    tokens, targets = draw()
+    P, V = 5, 32
+    for row, target_row in zip(tokens, targets):
+        keys, values = row[0 : 2 * P : 2], row[1 : 2 * P : 2]
+        assert len(set(keys.tolist())) == P and bool(((keys >= 1) & (keys < V // 2)).all())
+        assert bool(((values >= V // 2) & (values < V)).all())
+        pairs = dict(zip(keys.tolist(), values.tolist()))
+        scored = (target_row != IGNORE).nonzero().flatten()
+        assert len(scored) == P and bool((scored >= 2 * P).all())  # every key asked once, after the context
+        assert sorted(row[scored].tolist()) == sorted(keys.tolist())
+        assert [pairs[key] for key in row[scored].tolist()] == target_row[scored].tolist()
+        filler = torch.ones_like(row, dtype=torch.bool)
+        filler[: 2 * P], filler[scored] = False, False
+        assert bool((row[filler] == 0).all())
+
+
+def test_examples_differ_and_a_seed_repeats_them():
+    tokens, targets = draw(seed=3)
+    again, again_targets = draw(seed=3)
+    assert torch.equal(tokens, again) and torch.equal(targets, again_targets)
+    assert not torch.equal(tokens, draw(seed=4)[0])
+    assert len({tuple(row.tolist()) for row in tokens}) == len(tokens)
+
+
+@pytest.mark.parametrize("task, message", [
+    ({"num_pairs": 7, "seq_len": 20}, "needs seq_len >= 3 \\* num_pairs = 21"),
+    ({"num_pairs": 5, "vocab_size": 10}, "distinct keys need vocab_size >= 12"),
+    ({"num_pairs": 0}, "num_pairs must be a positive int"),
+    ({"seq_len": 2.5}, "seq_len must be a positive int"),
+])
+def test_impossible_tasks_are_refused_by_name(task, message):
+    with pytest.raises(ValueError, match=message):
+        draw(**task)
+
+
+def test_recall_accuracy_counts_only_scored_positions():
+    targets = torch.tensor([[IGNORE, 3, IGNORE, 1]])
+    logits = torch.zeros(1, 4, 5)
+    logits[0, 1, 3] = logits[0, 3, 2] = 1.0  # right at position 1, wrong at 3; unscored positions say anything
+    assert recall_accuracy(logits, targets) == 0.5
+    with pytest.raises(ValueError, match="score no position"):
+        recall_accuracy(logits, torch.full((1, 4), IGNORE))
+    with pytest.raises(ValueError, match="must agree"):
+        recall_accuracy(logits, targets[:, :3])
+
+
+def test_a_short_softmax_run_learns_recall_far_above_chance():
+    run = RecallRun("softmax", num_pairs=2, seq_len=8, vocab_size=16, head_dim=16, steps=300, batch_size=32, lr=1e-2,
+                    test_examples=256)
+    result = train_recall(run)
+    chance = 1 / 8  # 8 possible values; this run reached 0.61 on the 2-core CPU
+    assert result["accuracy"] > 4 * chance, result
+    assert result["parameters"] > 0 and result["mixer"] == "softmax" and result["steps"] == 300
+
+
+def test_the_sweep_trains_every_combination_with_the_same_steps_and_seeds():
+    settings = SweepSettings(num_pairs=(2, 4), head_dims=(8, 16), seeds=(0, 1), template=RecallRun("softmax", 1))
+    runs = settings.runs()
+    assert len(runs) == len(MIXERS) * 2 * 2 * 2
+    assert {(r.mixer, r.num_pairs, r.head_dim, r.seed) for r in runs} == {
+        (m, p, h, s) for m in MIXERS for p in (2, 4) for h in (8, 16) for s in (0, 1)}
+    assert {(r.steps, r.lr, r.batch_size, r.seq_len) for r in runs} == {(600, 3e-3, 64, 64)}
+
+
+def test_summarise_gives_mean_lowest_and_highest_over_seeds():
+    runs = [{"mixer": "linear", "head_dim": 8, "num_pairs": 4, "accuracy": a} for a in (0.5, 0.75, 1.0)]
+    runs.append({"mixer": "delta", "head_dim": 8, "num_pairs": 4, "accuracy": 0.25})
+    assert summarise(runs) == [
+        {"mixer": "linear", "head_dim": 8, "num_pairs": 4, "mean": 0.75, "lowest": 0.5, "highest": 1.0, "seeds": 3},
+        {"mixer": "delta", "head_dim": 8, "num_pairs": 4, "mean": 0.25, "lowest": 0.25, "highest": 0.25, "seeds": 1}]
+
+
+def test_the_figure_has_a_panel_per_head_dim_a_line_per_mixer_and_marks_the_head_dim():
+    summary = [{"mixer": m, "head_dim": h, "num_pairs": p, "mean": 0.5, "lowest": 0.4, "highest": 0.6, "seeds": 2}
+               for m in ("softmax", "delta") for h in (8, 16) for p in (4, 8)]
+    figure = sweep_figure(summary, "test device")
+    assert [ax.get_title() for ax in figure.axes] == ["head dim 8", "head dim 16"]
+    for ax, head_dim in zip(figure.axes, (8, 16)):
+        labels = [line.get_label() for line in ax.get_lines()]
+        assert labels[:2] == ["softmax", "delta"]
+        assert any(list(line.get_xdata()) == [head_dim, head_dim] for line in ax.get_lines())
+
+
+def test_the_quick_command_writes_every_summary_row_and_the_plot(tmp_path, capsys):
+    out = tmp_path / "recall.json"
+    assert main(["--quick", "--device", "cpu", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    expected = {(m, h, p) for m in MIXERS for h in QUICK.head_dims for p in QUICK.num_pairs}
+    assert {(r["mixer"], r["head_dim"], r["num_pairs"]) for r in result["summary"]} == expected
+    assert len(result["runs"]) == len(QUICK.runs()) and result["meta"]["quick"] is True
+    assert out.with_suffix(".png").stat().st_size > 10_000
+    assert "recall" in capsys.readouterr().out
+
+
+def test_the_command_refuses_an_output_that_is_not_json(tmp_path):
+    with pytest.raises(SystemExit):
+        main(["--quick", "--out", str(tmp_path / "recall.csv")])
