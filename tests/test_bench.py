@@ -131,8 +131,10 @@ class TestQuickRun:
     def test_engine_ratios_match_its_times(self, quick_run):
         _, result, stdout = quick_run
         profile, decay, backward = (result["engine"][key] for key in ("profile", "decay", "backward"))
-        assert 0 <= profile["matmul_s"] <= profile["call_s"] and 0 <= profile["outside_share"] <= 1
-        assert profile["outside_share"] == pytest.approx(1 - profile["matmul_s"] / profile["call_s"])
+        # two separate measurements (profiled matmuls, unprofiled call): on a loaded machine the first can exceed
+        # the second (seen under two pytest workers), and the share is then clamped at 0
+        assert profile["matmul_s"] >= 0 and 0 <= profile["outside_share"] <= 1
+        assert profile["outside_share"] == pytest.approx(max(0.0, 1 - profile["matmul_s"] / profile["call_s"]))
         assert profile["exp_s"] > 0 and profile["exp_share"] == pytest.approx(profile["exp_s"] / profile["call_s"])
         assert decay["long_over_short"] == pytest.approx(decay["decayed_long"]["time_s"]
                                                          / decay["decayed_short"]["time_s"])
