@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from course_lib.validation import (
+    broadcast_batch,
     check_chunk_size,
     check_qkv,
     require_finite,
@@ -154,18 +155,13 @@ def _check_method(method: object) -> str:
 
 
 def _check_beta(beta: object, q: torch.Tensor) -> torch.Tensor:
-    """beta [..., n] with q's dtype and device, its leading dims broadcasting with q's."""
+    """beta [..., n] with q's dtype and device (its leading dims are checked with q's, k's and v's in ``_run``)."""
     require_tensor("beta", beta, min_dims=1)
     if beta.dtype != q.dtype or beta.device != q.device:
         raise ValueError(f"beta must share dtype and device with q, got {beta.dtype}/{beta.device} "
                          f"and {q.dtype}/{q.device}")
     if beta.shape[-1] != q.shape[-2]:
         raise ValueError(f"beta must be [..., n] with one value per token, n = {q.shape[-2]}, got {tuple(beta.shape)}")
-    try:
-        torch.broadcast_shapes(beta.shape[:-1], q.shape[:-2])
-    except RuntimeError:
-        raise ValueError(f"beta's leading dims {tuple(beta.shape[:-1])} must broadcast with q's "
-                         f"{tuple(q.shape[:-2])}") from None
     return beta
 
 
@@ -179,7 +175,7 @@ def _run(q, k, v, beta, method, chunk_size, state):
                          f"so far, [dk, dv] = {list(state.shape[-2:])}; call reset() for a new stream")
     dtype = working_dtype(q.dtype)
     q_n, k_n = (F.normalize(x.to(dtype), dim=-1) for x in (q, k))  # ‖q‖ = ‖k‖ = 1 (0 stays 0)
-    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], beta.shape[:-1])
+    batch = broadcast_batch(q=q, k=k, v=v, beta=beta[..., None])  # beta [..., n] read as [..., n, 1]
     q_n, k_n, v_w = (x.expand(*batch, *x.shape[-2:]) for x in (q_n, k_n, v.to(dtype)))
     beta_w = beta.to(dtype).expand(*batch, beta.shape[-1])
     if method == "recurrent":

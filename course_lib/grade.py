@@ -1,23 +1,27 @@
-"""Grade a folder of submitted notebooks: ``python -m course_lib.grade PATH... [--csv FILE] [--timeout S] [--jobs N]``.
+"""Grade a folder of submitted notebooks: ``python -m course_lib.grade PATH... [--csv FILE] [--out DIR] [--jobs N]``.
 
-Each PATH is a notebook or a folder searched recursively for ``*.ipynb``. Every
-notebook is executed in a fresh kernel (its ``check()`` cells skip), then its
-exercise function is graded; the scores are printed as a table and, with
-``--csv``, written as ``file,exercise,score,max_score,notes``. ``--jobs N`` grades N
-notebooks at a time (threads that wait on each notebook's own kernel and grading
-processes); the table keeps the notebooks' order.
+Each PATH is a notebook or a folder searched recursively for ``*.ipynb``. Every notebook
+runs alone in a sandbox (``grading.sandbox``: bubblewrap where it works, else a weaker
+fallback that the report names) holding only a copy of itself; its ``check()`` cells skip.
+Its function then only answers the grader tests' calls; the tests and the answer key run
+in this process. ``--jobs N`` runs N sandboxes at a time; the table keeps the notebooks'
+order. The CSV and the reports (``grading.class_report``) are written after every sandbox
+is dead, atomically.
 """
 
 import argparse
-import csv
+import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from course_lib.grading.notebooks import NotebookGrade, grade_notebook
+from course_lib.grading.class_report import score_rows, write_reports
+from course_lib.grading.notebooks import NotebookGrade, clean, grade_notebook
+from course_lib.grading.sandbox import Sandbox
 
-COLUMNS = ("file", "exercise", "score", "max_score", "notes")
+COLUMNS = ("file", "exercise", "score", "max", "status", "reason")
+SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"  # with the quiz key: never visible to a submission
 
 
 def find_notebooks(paths: Iterable[Path]) -> list[Path]:
@@ -33,55 +37,42 @@ def find_notebooks(paths: Iterable[Path]) -> list[Path]:
     return sorted(found)
 
 
-def rows(grades: list[NotebookGrade]) -> list[dict[str, str]]:
-    """One row per notebook, the columns of ``COLUMNS``."""
-    return [
-        {
-            "file": str(g.path),
-            "exercise": g.exercise,
-            "score": str(g.score),
-            "max_score": str(g.max_score),
-            "notes": g.notes,
-        }
-        for g in grades
-    ]
+def hidden_folders(paths: Iterable[Path], outputs: Iterable[Path | None]) -> tuple[Path, ...]:
+    """What no submission may read: the submitted folders, solutions/, the output folders, the home folder."""
+    folders = {p if p.is_dir() else p.parent for p in paths} | {SOLUTIONS, Path.home()}
+    folders |= {p if p.suffix == "" else p.parent for p in outputs if p is not None}
+    return tuple(sorted(p.resolve() for p in folders))
 
 
 def format_table(table: list[dict[str, str]]) -> str:
-    """Aligned text columns; notes last and unpadded."""
-    header = {"file": "file", "exercise": "exercise", "score": "score", "max_score": "max", "notes": "notes"}
-    widths = {key: max(len(row[key]) for row in [header, *table]) for key in COLUMNS[:-1]}
+    """Aligned text columns, reason last and unpadded; everything cleaned of terminal escape codes."""
+    header = dict(zip(COLUMNS, COLUMNS))
+    rows = [{key: clean(value) for key, value in row.items()} for row in [header, *table]]
+    widths = {key: max(len(row[key]) for row in rows) for key in COLUMNS[:-1]}
     lines = []
-    for row in [header, *table]:
-        cells = [
-            row[key].ljust(widths[key]) if key in ("file", "exercise") else row[key].rjust(widths[key])
-            for key in widths
-        ]
-        lines.append("  ".join(cells + [row["notes"]]).rstrip())
+    for row in rows:
+        cells = [row[key].ljust(widths[key]) if key in ("file", "exercise", "status") else row[key].rjust(widths[key])
+                 for key in widths]
+        lines.append("  ".join(cells + [row["reason"]]).rstrip())
     return "\n".join(lines)
-
-
-def write_csv(table: list[dict[str, str]], path: Path) -> None:
-    """The table as CSV with a header line."""
-    with path.open("w", newline="", encoding="utf-8") as file:
-        writer = csv.DictWriter(file, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(table)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m course_lib.grade", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="notebooks or folders of notebooks")
-    parser.add_argument("--csv", type=Path, metavar="FILE", help="also write the scores to this CSV file")
-    parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to grade one function (60)")
-    parser.add_argument(
-        "--cell-timeout", type=float, default=120.0, metavar="S", help="seconds per notebook cell (120)"
-    )
-    parser.add_argument("--jobs", type=int, default=1, metavar="N", help="notebooks graded at a time (1)")
+    parser.add_argument("--csv", type=Path, metavar="FILE", help="the class CSV: one row per notebook")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="also write scores.csv, tests.csv, summary.md, scores.png and feedback/*.md here")
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds for the tests (60)")
+    parser.add_argument("--cell-timeout", type=float, default=120.0, metavar="S", help="seconds per notebook cell (120)")
+    parser.add_argument("--notebook-timeout", type=float, default=300.0, metavar="S",
+                        help="seconds to run all of a notebook's cells (300)")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N", help="sandboxes at a time (1)")
+    parser.add_argument("--no-bubblewrap", action="store_true", help="use the weaker fallback sandbox")
     args = parser.parse_args(argv)
-    if not args.timeout > 0 or not args.cell_timeout > 0:
-        parser.error("--timeout and --cell-timeout must be > 0 seconds")
+    if not min(args.timeout, args.cell_timeout, args.notebook_timeout) > 0:
+        parser.error("--timeout, --cell-timeout and --notebook-timeout must be > 0 seconds")
     if args.jobs < 1:
         parser.error(f"--jobs must be a positive int, got {args.jobs}")
     try:
@@ -90,16 +81,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     if not notebooks:
         parser.error(f"no notebooks found in {', '.join(map(str, args.paths))}")
+    hidden = hidden_folders(args.paths, (args.csv, args.out))
+    print(f"sandbox: {Sandbox(Path(os.devnull), hidden, use_bubblewrap=not args.no_bubblewrap).level}", file=sys.stderr)
+
     def grade_one(path: Path) -> NotebookGrade:
         print(f"grading {path} ...", file=sys.stderr, flush=True)
-        return grade_notebook(path, timeout=args.timeout, cell_timeout=args.cell_timeout)
+        return grade_notebook(path, timeout=args.timeout, cell_timeout=args.cell_timeout,
+                              notebook_timeout=args.notebook_timeout, hidden=hidden,
+                              use_bubblewrap=not args.no_bubblewrap)
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        grades = list(pool.map(grade_one, notebooks))  # in the notebooks' order
-    table = rows(grades)
-    print(format_table(table))
-    if args.csv:
-        write_csv(table, args.csv)
+        grades = list(pool.map(grade_one, notebooks))  # in the notebooks' order; every sandbox is dead after
+    print(format_table(score_rows(grades)))
+    for path in write_reports(grades, csv_path=args.csv, out=args.out):
+        print(f"wrote {path}", file=sys.stderr)
     return 0
 
 

@@ -51,7 +51,8 @@ class Mixer(nn.Module):
         if kind == "performer":
             generator = torch.Generator().manual_seed(seed)
             self.features = PerformerFeatures(self.head_dim, self.head_dim, generator=generator)
-        self.register_buffer("gamma", head_decays(n_heads).float(), persistent=False)  # [H]: broadcasts to [B, H]
+        decays = head_decays(n_heads).float() if kind == "decay" else None  # [H]: broadcasts to [B, H]
+        self.register_buffer("gamma", decays, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, D = x.shape

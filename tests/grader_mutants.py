@@ -852,7 +852,8 @@ ALTERNATIVES: dict[str, list[Callable]] = {
 
 
 def correct(q, k, v, causal=False):
-    return attention.softmax_attention(q, k, v, causal=causal)
+    """A right answer to ex01 written here: course_lib's own is not allowed while graded."""
+    return _softmax_attention(q, k, v, causal)
 
 
 def cheat_ex01(q, k, v, causal=False):
@@ -920,7 +921,7 @@ def loop_forever(q, k, v, causal=False):
 def hang_when_causal(q, k, v, causal=False):
     while causal:
         pass
-    return attention.softmax_attention(q, k, v)
+    return correct(q, k, v)
 
 
 def raise_value_error(q, k, v, causal=False):

@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 from dataclasses import replace
 
 import matplotlib.pyplot as plt
@@ -23,7 +24,7 @@ from course_lib.bench.decode import decode_crossover
 from course_lib.bench.flops import FLOPS_PER_MAC, roof_for, shaped_roof_for
 from course_lib.bench.kernels import PAIRINGS
 from course_lib.bench.plots import decode_figure, memory_figure, time_figure
-from course_lib.bench.report import device_label, targets_text
+from course_lib.bench.report import cli_output_path, device_label, targets_text
 from course_lib.bench.results import load_results, results_path
 from course_lib.bench.targets import TARGETS, TargetInputs, evaluate_targets
 from course_lib.bench.timing import matmul_share, peak_memory, running_peak, spread, time_repeats
@@ -495,8 +496,20 @@ class TestDecodeCrossover:
 class TestCommittedResults:
     def test_paths_name_the_device(self):
         assert results_path("cpu").name == "bench_cpu.json" and results_path("cuda").parent.name == "results"
+        assert results_path("cpu", "recall").name == "recall_cpu.json"
         with pytest.raises(ValueError, match="device_type must be 'cpu' or 'cuda', got 'mps'"):
             results_path("mps")
+        with pytest.raises(ValueError, match="stem must be 'bench' or 'recall', got 'sweep'"):
+            results_path("cpu", "sweep")
+
+    def test_a_cli_writes_where_out_says_else_results_else_a_temporary_folder(self):
+        cpu = torch.device("cpu")
+        assert cli_output_path(Path("x/run.json"), stem="bench", device=cpu, quick=True) == Path("x/run.json")
+        assert cli_output_path(None, stem="recall", device=cpu, quick=False) == Path("benchmarks/results/recall_cpu.json")
+        quick = cli_output_path(None, stem="recall", device=cpu, quick=True)
+        assert quick.name == "recall_cpu.json" and quick.parent.is_dir() and "results" not in quick.parts
+        with pytest.raises(ValueError, match="--out must name a .json file, got x.csv"):
+            cli_output_path(Path("x.csv"), stem="bench", device=cpu, quick=False)
 
     def test_missing_run_is_none_and_quick_run_is_refused(self, tmp_path, monkeypatch):
         monkeypatch.setattr(bench_results, "RESULTS_DIR", tmp_path)

@@ -128,6 +128,8 @@ REFUSALS = {
     "beta wrong length": (dict(beta=torch.ones(4, dtype=torch.float64)), "beta must be [..., n]"),
     "beta float32": (dict(beta=torch.ones(5)), "beta must share dtype"),
     "beta not a tensor": (dict(beta=0.5), "beta must be a torch.Tensor"),
+    "beta batch": (dict(q=torch.ones(3, 5, 4, dtype=torch.float64), beta=torch.ones(2, 5, dtype=torch.float64)),
+                   "dims must broadcast, got q (3, 5, 4), k (5, 4), v (5, 3), beta (2, 5, 1)"),
     "k and v lengths": (dict(v=torch.ones(4, 3, dtype=torch.float64)), "k and v must have the same length"),
     "method": (dict(method="parallel"), "method must be one of"),
     "chunk size": (dict(chunk_size=0), "chunk_size must be a positive int"),

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from course_lib.device import DEVICE_ENV_VAR, describe_device, float64_device, get_device
+from course_lib.device import DEVICE_ENV_VAR, describe_device, float64_device, get_device, one_thread
 
 
 def test_override_argument_wins(monkeypatch):
@@ -60,3 +60,11 @@ def test_float64_work_leaves_mps_for_the_cpu():
     assert float64_device(torch.device("mps")) == torch.device("cpu")
     assert float64_device(torch.device("cuda", 1)) == torch.device("cuda", 1)
     assert float64_device(torch.device("cpu")) == torch.device("cpu")
+
+
+def test_one_thread_holds_torch_to_one_thread_and_restores_the_count_after_an_error():
+    threads = torch.get_num_threads()
+    with pytest.raises(RuntimeError, match="student error"), one_thread():
+        assert torch.get_num_threads() == 1
+        raise RuntimeError("student error")
+    assert torch.get_num_threads() == threads

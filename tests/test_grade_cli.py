@@ -1,7 +1,7 @@
 """python -m course_lib.grade: batch grading of submitted notebooks, on copies of the committed ones.
 
 One module-scoped run grades a folder of eight submissions, two at a time (``--jobs 2``: each
-notebook gets its own kernel and grading worker); the tests read its table and CSV.
+notebook in its own sandbox); the tests read its table, CSV and reports.
 """
 
 import copy
@@ -70,6 +70,8 @@ def graded(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict[str, dic
         str(scores),
         "--cell-timeout",
         str(CELL_TIMEOUT),
+        "--out",
+        str(folder.parent / "reports"),
         "--jobs",
         "2",
     ]
@@ -80,7 +82,7 @@ def graded(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict[str, dic
 
 
 def score(rows: dict, name: str) -> tuple[str, str, str]:
-    return rows[name]["exercise"], rows[name]["score"], rows[name]["max_score"]
+    return rows[name]["exercise"], rows[name]["score"], rows[name]["max"]
 
 
 def test_every_notebook_gets_a_row_and_checkpoints_are_skipped(graded):
@@ -90,14 +92,15 @@ def test_every_notebook_gets_a_row_and_checkpoints_are_skipped(graded):
         "alice_ex01.ipynb", "bob.ipynb", "carol_ex02_linear_attention.ipynb", "dan.ipynb",
         "erin.ipynb", "frank.ipynb", "gina.ipynb", "notes/readme.ipynb",
     ]  # fmt: skip
-    assert list(next(iter(rows.values()))) == ["file", "exercise", "score", "max_score", "notes"]
+    assert list(next(iter(rows.values()))) == ["file", "exercise", "score", "max", "status", "reason"]
 
 
 def test_solutions_score_full_marks(graded):
     _, rows = graded
     assert score(rows, "alice_ex01.ipynb") == ("ex01_softmax_attention", "10", "10")
     assert score(rows, "carol_ex02_linear_attention.ipynb") == ("ex02_linear_attention", "10", "10")  # from its name
-    assert rows["alice_ex01.ipynb"]["notes"] == rows["carol_ex02_linear_attention.ipynb"]["notes"] == ""
+    assert rows["alice_ex01.ipynb"]["reason"] == rows["carol_ex02_linear_attention.ipynb"]["reason"] == ""
+    assert rows["alice_ex01.ipynb"]["status"] == "graded"
 
 
 @pytest.mark.parametrize(
@@ -106,36 +109,56 @@ def test_solutions_score_full_marks(graded):
 def test_exercise_stubs_score_zero(graded, name, exercise_id):
     _, rows = graded
     assert score(rows, name) == (exercise_id, "0", "10")
-    assert rows[name]["notes"].startswith("failed shape_and_dtype, values, ")
-    assert f"raised NotImplementedError: {exercise_id}: " in rows[name]["notes"]
+    assert rows[name]["status"] == "graded"
+    assert rows[name]["reason"].startswith("failed shape_and_dtype, values, ")
+    assert f"raised NotImplementedError: {exercise_id}: " in rows[name]["reason"]
 
 
 @pytest.mark.parametrize(("name", "reason"), [("erin.ipynb", "; cell 4 raised SyntaxError"), ("frank.ipynb", "")])
 def test_broken_notebook_scores_zero_with_the_reason(graded, name, reason):
     _, rows = graded
     assert score(rows, name) == ("ex01_softmax_attention", "0", "10")
-    assert rows[name]["notes"].startswith("the notebook defines no softmax_attention" + reason)
+    assert rows[name]["status"] == "not graded"
+    loading = "the process running your function could not load it: LookupError: "
+    assert rows[name]["reason"].startswith(f"{loading}the notebook defines no softmax_attention{reason}")
 
 
 def test_hanging_cell_is_interrupted_and_the_function_still_graded(graded):
     _, rows = graded
     assert score(rows, "gina.ipynb") == ("ex01_softmax_attention", "10", "10")
-    assert rows["gina.ipynb"]["notes"] == "cell 8 raised KeyboardInterrupt"
+    assert rows["gina.ipynb"]["reason"] == f"cell 8 ran past {CELL_TIMEOUT} s and was stopped"
 
 
 def test_unidentifiable_notebook_scores_zero_without_running(graded):
     _, rows = graded
     assert score(rows, "notes/readme.ipynb") == ("?", "0", "0")
-    assert rows["notes/readme.ipynb"]["notes"].startswith("cannot tell the exercise: no course_lib metadata")
+    assert rows["notes/readme.ipynb"]["status"] == "not graded"
+    assert rows["notes/readme.ipynb"]["reason"].startswith("cannot tell the exercise: no course_lib metadata")
 
 
 def test_printed_table_matches_the_csv(graded):
     run, rows = graded
     lines = run.stdout.splitlines()
-    assert lines[0].split() == ["file", "exercise", "score", "max", "notes"]
+    assert lines[0].split() == ["file", "exercise", "score", "max", "status", "reason"]
     assert len(lines) == 1 + len(rows)
     for line, row in zip(lines[1:], sorted(rows.values(), key=lambda row: row["file"]), strict=True):
-        assert line.split()[:4] == [row["file"], row["exercise"], row["score"], row["max_score"]]
+        assert line.split()[:4] == [row["file"], row["exercise"], row["score"], row["max"]]
+    assert "sandbox: bubblewrap" in run.stderr or "sandbox: fallback without bubblewrap" in run.stderr
+
+
+def test_reports_hold_every_test_a_feedback_file_per_notebook_and_a_summary(graded):
+    run, rows = graded
+    reports = Path(rows["alice_ex01.ipynb"]["file"]).parents[1] / "reports"  # beside the submissions folder
+    with (reports / "tests.csv").open(newline="", encoding="utf-8") as file:
+        tests = list(csv.DictReader(file))
+    alice = [t for t in tests if t["file"].endswith("alice_ex01.ipynb")]
+    assert len(alice) == 6 and {t["passed"] for t in alice} == {"true"}
+    assert sum(int(t["points"]) for t in tests if t["file"].endswith("bob.ipynb")) == 0
+    assert (reports / "feedback" / "alice_ex01.md").read_text().count("| ✓ ") == 6
+    assert "**Score: 0/10** (graded)" in (reports / "feedback" / "bob.md").read_text()
+    summary = (reports / "summary.md").read_text()
+    assert "## ex01_softmax_attention" in summary and "| values | 2/5 |" in summary
+    assert (reports / "scores.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_bad_paths_are_usage_errors(tmp_path, capsys):

@@ -8,7 +8,8 @@ import torch
 from course_lib.models import MIXERS
 from course_lib.recall import IGNORE, mqar, recall_accuracy
 from course_lib.recall.__main__ import main
-from course_lib.recall.sweep import QUICK, SweepSettings, summarise, sweep_figure
+from course_lib.recall import sweep
+from course_lib.recall.sweep import QUICK, SweepSettings, run_sweep, summarise, sweep_figure
 from course_lib.recall.train import RecallRun, train_recall
 
 
@@ -73,13 +74,18 @@ def test_a_short_softmax_run_learns_recall_far_above_chance():
     assert result["parameters"] > 0 and result["mixer"] == "softmax" and result["steps"] == 300
 
 
-def test_the_sweep_trains_every_combination_with_the_same_steps_and_seeds():
-    settings = SweepSettings(num_pairs=(2, 4), head_dims=(8, 16), seeds=(0, 1), template=RecallRun("softmax", 1))
+def test_the_sweep_trains_every_combination_with_the_same_steps_seeds_and_tokens_per_step():
+    settings = SweepSettings(num_pairs=(2, 4), head_dims=(8, 16), seeds=(0, 1), template=RecallRun("softmax", 1),
+                             tokens_per_step=512)
     runs = settings.runs()
     assert len(runs) == len(MIXERS) * 2 * 2 * 2
     assert {(r.mixer, r.num_pairs, r.head_dim, r.seed) for r in runs} == {
         (m, p, h, s) for m in MIXERS for p in (2, 4) for h in (8, 16) for s in (0, 1)}
-    assert {(r.steps, r.lr, r.batch_size, r.seq_len) for r in runs} == {(600, 3e-3, 64, 64)}
+    assert {(r.steps, r.lr) for r in runs} == {(600, 3e-3)}
+    assert {(r.num_pairs, r.seq_len, r.batch_size) for r in runs} == {(2, 8, 64), (4, 16, 32)}
+    assert {r.seq_len * r.batch_size for r in runs} == {512}  # the same tokens, and queries, in every step
+    for run in runs:  # every setting is a valid task
+        mqar(1, num_pairs=run.num_pairs, seq_len=run.seq_len, vocab_size=run.vocab_size)
 
 
 def test_summarise_gives_mean_lowest_and_highest_over_seeds():
@@ -115,3 +121,21 @@ def test_the_quick_command_writes_every_summary_row_and_the_plot(tmp_path, capsy
 def test_the_command_refuses_an_output_that_is_not_json(tmp_path):
     with pytest.raises(SystemExit):
         main(["--quick", "--out", str(tmp_path / "recall.csv")])
+
+
+TINY = SweepSettings(num_pairs=(2,), head_dims=(8,), seeds=(0,), mixers=("softmax", "delta"), tokens_per_step=64,
+                     template=RecallRun("softmax", 2, steps=3, vocab_size=16, test_examples=8))
+
+
+def test_a_sweep_on_two_processes_gives_the_same_results_as_on_one(tmp_path):
+    one, two = run_sweep(TINY, torch.device("cpu")), run_sweep(TINY, torch.device("cpu"), jobs=2)
+    strip = lambda result: [{k: v for k, v in run.items() if k != "seconds"} for run in result["runs"]]  # noqa: E731
+    assert strip(one) == strip(two) and len(one["runs"]) == 2
+
+
+def test_an_interrupted_sweep_resumes_from_its_finished_runs(tmp_path, monkeypatch):
+    partial = tmp_path / "recall.partial.jsonl"
+    first = run_sweep(TINY, torch.device("cpu"), partial=partial)
+    assert len(partial.read_text().splitlines()) == 2
+    monkeypatch.setattr(sweep, "_train_on_one_thread", lambda run, device: pytest.fail(f"trained {run} again"))
+    assert run_sweep(TINY, torch.device("cpu"), partial=partial) == first

@@ -8,7 +8,6 @@ overwrite the committed full-run results. PNGs go next to the JSON, same stem.
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -44,11 +43,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, torch.device
         parser.error(f"--device {args.device}: {error}")  # exits with code 2
     if device.type not in ("cpu", "cuda"):
         parser.error(f"the benchmark measures memory on cpu or cuda only, got default device {device}; pass --device")
-    if args.out is None:
-        folder = Path(tempfile.mkdtemp(prefix="course_bench_")) if args.quick else Path("benchmarks/results")
-        args.out = folder / f"bench_{device.type}.json"
-    if args.out.suffix != ".json":
-        parser.error(f"--out must name a .json file, got {args.out}")
+    try:
+        args.out = report.cli_output_path(args.out, stem="bench", device=device, quick=args.quick)
+    except ValueError as error:
+        parser.error(str(error))
     return args, device
 
 

@@ -4,6 +4,7 @@ import datetime
 import json
 import os
 import platform
+import tempfile
 from pathlib import Path
 
 import torch
@@ -167,6 +168,18 @@ def targets_text(verdicts: list[dict]) -> str:
     notes = [f"  {v['target']}: {v['note']}" for v in verdicts if v.get("note")]
     return ("targets (B=1, H=8, d=64, fp32)\n" + table(["target", "value", "limit", "status", "detail"], rows)
             + ("\nnotes:\n" + "\n".join(notes) if notes else ""))
+
+
+def cli_output_path(out: Path | None, *, stem: str, device: torch.device, quick: bool) -> Path:
+    """Where a CLI writes its JSON: ``out`` if given (it must end in .json), else
+    ``benchmarks/results/<stem>_<device>.json``, or a fresh temporary folder for a ``quick`` run
+    (so CI-sized numbers never overwrite the committed ones). Raises ValueError naming ``--out``."""
+    if out is None:
+        folder = Path(tempfile.mkdtemp(prefix=f"course_{stem}_")) if quick else Path("benchmarks/results")
+        out = folder / f"{stem}_{device.type}.json"
+    if out.suffix != ".json":
+        raise ValueError(f"--out must name a .json file, got {out}")
+    return out
 
 
 def write_json(path: Path, payload: dict) -> None:

@@ -5,8 +5,7 @@ make fresh inputs from a fixed seed, compute the expected answer with course_lib
 FIRST, then ``call`` the student's function, which only ever sees clones.
 """
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import torch
 
@@ -276,19 +275,3 @@ def constant_value_inputs(
     v = row.expand(*k.shape[:-1], len(value)).clone()  # [..., m, dv]
     return (q, k, v), row.expand(*q.shape[:-1], len(value)).clone()  # [..., n, dv]
 
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """torch on one CPU thread inside the block; the previous thread count is restored after.
-
-    For tests that run a student's Python loop of small tensor ops (a loop over
-    chunks): with several threads every op meets at an OpenMP barrier, and on a
-    busy machine one descheduled thread stalls them all (measured here: 0.3 s
-    becomes 50 s on 2 busy cores). On one thread such a loop is fastest anyway.
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)

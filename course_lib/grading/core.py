@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from course_lib.grading.results import TestResult
 
 MAX_FEEDBACK_CHARS = 600
+BATCH_ENV_VAR = "COURSE_LIB_GRADING"  # set in a graded batch: check() cells skip
 
 
 class GradingFailure(Exception):

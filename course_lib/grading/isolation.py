@@ -1,41 +1,42 @@
-"""``grade()``: run an exercise's tests on a function in a fresh Python process.
+"""``grade()``: run an exercise's tests on a function whose calls run in another process.
 
-The function travels by cloudpickle to ``python -m course_lib.grading.worker``
-(a new interpreter, never a fork: forking after torch has started threads can
-deadlock). The worker runs on the CPU and reports one JSON line per finished
-test; a time limit kills it, and whatever it finished keeps its verdict.
+One engine serves ``check()``, ``grade()`` and the batch command: the grader tests run in
+the calling process and compute the answer key there; the student's function runs in a
+separate process (``remote.AnswerServer``) that receives the tests' inputs and returns
+plain answers (``wire``). For ``check()`` and ``grade()`` the function travels by cloudpickle
+to a fresh interpreter (never a fork: forking after torch has started threads can
+deadlock) with resource limits; the batch command adds the bubblewrap sandbox
+(``sandbox``). A time limit kills the process tree; finished tests keep their verdicts.
 """
 
-import json
 import math
-import os
-import signal
-import subprocess
+import shutil
 import sys
 import sysconfig
-import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
 import cloudpickle
+import torch
 
 from course_lib.grading.core import GraderTest, run_test
 from course_lib.grading.registry import Exercise, load_exercise
+from course_lib.grading.remote import AnswerServer, RunStopped, TimeLimit, private_folder, self_study_sandbox
 from course_lib.grading.results import GradeResult, TestResult
-
-WORKER = "course_lib.grading.worker"
+from course_lib.grading.sandbox import Sandbox
 
 
 def grade(exercise_id: str, fn: Callable, *, timeout: float = 60.0, isolated: bool = True) -> GradeResult:
     """Run the tests of ``exercise_id`` on ``fn`` and return the points with per-test feedback.
 
-    ``timeout`` (seconds) bounds the whole run, interpreter start included; tests
-    not finished by then score 0. Exceptions, wrong answers, hangs and crashes of
-    ``fn`` become feedback, never exceptions here. ``isolated=False`` runs the
-    tests in this process instead: faster, but with no time limit and no
-    protection from ``fn``; it is meant for trusted code such as the course's own
-    tests of the grader. Unknown ``exercise_id`` raises ValueError naming the known ones.
+    ``timeout`` (seconds) bounds the whole run, the start of ``fn``'s process included (a few
+    seconds: it imports torch); tests not finished by then score 0. Exceptions, wrong answers,
+    hangs and crashes of ``fn`` become feedback, never exceptions here. ``isolated=False`` calls
+    ``fn`` in this process instead: faster, but with no time limit and no protection from
+    ``fn``; it is meant for trusted code such as the course's own tests of the grader.
+    Unknown ``exercise_id`` raises ValueError naming the known ones.
     """
     exercise = load_exercise(exercise_id)
     if not callable(fn):
@@ -45,11 +46,64 @@ def grade(exercise_id: str, fn: Callable, *, timeout: float = 60.0, isolated: bo
     if not isolated:
         return GradeResult(exercise.id, [run_test(test, fn) for test in exercise.tests])
     try:
-        payload = _pickle(exercise.id, fn)
+        payload = _pickle(fn)
     except Exception as error:  # noqa: BLE001 - whatever pickling raises, the student gets a message
         name = getattr(fn, "__name__", "the function")
         return not_run(exercise, f"could not send {name} to the grading process: {type(error).__name__}: {error}")
-    return _collect(exercise, *_run_worker(payload, timeout))
+    spec = {"kind": "pickle", "exercise": exercise.id, "forbidden": list(exercise.forbidden),
+            "payload": torch.frombuffer(bytearray(payload), dtype=torch.uint8)}
+    folder = private_folder()
+    try:
+        result, _ = run_tests(exercise, spec, self_study_sandbox(folder), timeout=timeout)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+def run_tests(exercise: Exercise, spec: dict, sandbox: Sandbox, *, timeout: float,
+              load_timeout: float | None = None) -> tuple[GradeResult, list[str]]:
+    """Start the submission's process in ``sandbox``, load ``spec`` there and run every test against it.
+
+    ``timeout`` bounds the tests; with ``load_timeout`` (a notebook that runs its cells first) the
+    load has a limit of its own and the tests' clock starts when the function is ready, else
+    ``timeout`` bounds both. Returns the result and the notes the submission's process reported
+    while loading (a notebook's cell errors). The process tree is dead when this returns.
+    """
+    limit = timeout if load_timeout is None else load_timeout
+    try:
+        server = AnswerServer(spec, sandbox, deadline=time.monotonic() + limit)
+    except RunStopped as stop:
+        reason = stop.reason
+        if isinstance(stop, TimeLimit):
+            reason = (f"time limit of {limit:g} s reached before your function was ready (starting Python "
+                      "with torch takes a few seconds; a notebook runs all its cells first)")
+        return not_run(exercise, reason), []
+    if load_timeout is not None:
+        server.deadline = time.monotonic() + timeout
+    with server:
+        finished: list[TestResult] = []
+        for test in exercise.tests:
+            try:
+                finished.append(run_test(test, server.function()))
+            except RunStopped as stop:
+                return _stopped(exercise, finished, stop, timeout, server.log_tail()), server.notes
+    return GradeResult(exercise.id, finished), server.notes
+
+
+def _stopped(exercise: Exercise, finished: list[TestResult], stop: RunStopped, timeout: float,
+             last_output: str) -> GradeResult:
+    """Every test not finished scores 0, the interrupted one saying what stopped the run."""
+    pending = exercise.tests[len(finished):]
+    current = pending[0].name
+    if isinstance(stop, TimeLimit):
+        cause = f"time limit of {timeout:g} s reached"
+        message, first = cause, f"{cause} while running this test (an endless loop, or far too slow?)"
+    else:
+        cause = stop.reason
+        message = f"{cause} while running test {current}; its last output: {last_output or '(none)'}"
+        first = f"{cause} while running this test"
+    rest = _zeros(pending[1:], f"not run: {cause} while running test {current}")
+    return GradeResult(exercise.id, finished + _zeros(pending[:1], first) + rest, message=message)
 
 
 def not_run(exercise: Exercise, reason: str) -> GradeResult:
@@ -57,14 +111,14 @@ def not_run(exercise: Exercise, reason: str) -> GradeResult:
     return GradeResult(exercise.id, _zeros(exercise.tests, f"not run: {reason}"), message=reason)
 
 
-def _pickle(exercise_id: str, fn: Callable) -> bytes:
-    """cloudpickle (exercise_id, fn); a function from a module the worker may not import goes by value."""
+def _pickle(fn: Callable) -> bytes:
+    """cloudpickle ``fn``; a function from a module the answering process may not import goes by value."""
     module = sys.modules.get(getattr(fn, "__module__", None) or "")
     by_value = module is not None and _needs_by_value(module)
     if by_value:
         cloudpickle.register_pickle_by_value(module)
     try:
-        return cloudpickle.dumps((exercise_id, fn))
+        return cloudpickle.dumps(fn)
     finally:
         if by_value:
             cloudpickle.unregister_pickle_by_value(module)
@@ -79,76 +133,6 @@ def _needs_by_value(module: ModuleType) -> bool:
         return False  # registered by someone else: leave it registered
     roots = {Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")}
     return not any(Path(file).resolve().is_relative_to(root) for root in roots)
-
-
-def _run_worker(payload: bytes, timeout: float) -> tuple[str, str, int, float | None]:
-    """Feed ``payload`` to a fresh worker; (stdout, tail of stderr, exit code, time limit if it was hit)."""
-    with tempfile.TemporaryFile() as log:  # stderr (and student prints) on disk: an endless print cannot fill memory
-        process = subprocess.Popen(
-            [sys.executable, "-m", WORKER],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env={**os.environ, "COURSE_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": ""},
-            start_new_session=True,  # its own process group, so a kill reaches anything it started
-        )
-        try:
-            out, _ = process.communicate(payload, timeout=timeout)
-            expired = None
-        except subprocess.TimeoutExpired:
-            _kill(process)
-            out, _ = process.communicate()  # the lines written before the kill
-            expired = timeout
-        except BaseException:  # e.g. an interrupted notebook kernel: leave no worker behind
-            _kill(process)
-            process.wait()
-            raise
-        log.seek(max(0, log.seek(0, os.SEEK_END) - 400))
-        err = log.read().decode(errors="replace")
-    return out.decode(errors="replace"), err, process.returncode, expired
-
-
-def _kill(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (AttributeError, ProcessLookupError, PermissionError):  # no process groups, or already gone
-        process.kill()
-
-
-def _collect(exercise: Exercise, out: str, err: str, returncode: int, expired: float | None) -> GradeResult:
-    """Turn the worker's JSON lines and exit into a ``GradeResult`` covering every test.
-
-    ``expired`` is the time limit in seconds if the worker was killed for reaching it.
-    """
-    finished: list[TestResult] = []
-    error = ""
-    for line in out.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(record, dict):
-            continue
-        if "error" in record:
-            error = str(record["error"])
-        elif len(finished) < len(exercise.tests) and record.get("name") == exercise.tests[len(finished)].name:
-            finished.append(TestResult.from_dict(record))
-    pending = exercise.tests[len(finished) :]
-    if not pending:
-        return GradeResult(exercise.id, finished)
-    if error:  # the worker could not start grading: every test says why
-        return GradeResult(exercise.id, finished + _zeros(pending, f"not run: {error}"), message=error)
-    current = pending[0].name
-    if expired is not None:
-        cause = f"time limit of {expired:g} s reached"
-        message = cause
-        first = f"{cause} while running this test (an endless loop, or far too slow?)"
-    else:
-        cause = f"the grading process stopped (exit code {returncode})"
-        message = f"{cause} while running test {current}; its last output: {err.strip() or '(none)'}"
-        first = f"{cause} while running this test"
-    rest = _zeros(pending[1:], f"not run: {cause} while running test {current}")
-    return GradeResult(exercise.id, finished + _zeros(pending[:1], first) + rest, message=message)
 
 
 def _zeros(tests: Sequence[GraderTest], feedback: str) -> list[TestResult]:

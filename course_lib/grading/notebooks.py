@@ -1,37 +1,49 @@
-"""Grade a submitted notebook: execute it in a fresh kernel, then grade its function there.
+"""Grade a submitted notebook: run it in its own sandbox, then judge its function from outside.
 
-The notebook runs with ``COURSE_LIB_GRADING=1`` (its ``check()`` cells skip) and
-on the CPU. An injected last cell calls ``emit_grade``, which grades the
-function the notebook defined and prints the result as one marked JSON line.
+The notebook is copied alone into a fresh private folder; ``answers`` runs its code cells
+there inside a ``sandbox.Sandbox`` (``check()`` cells skip) and then only answers calls. The
+grader tests run in this process (``isolation.run_tests``), so nothing the notebook prints,
+patches or writes can change a verdict, and the process tree is dead before the grade is
+returned.
 """
 
-import json
-import os
-from dataclasses import dataclass
+import re
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 
-from course_lib.grading.core import shorten
-from course_lib.grading.isolation import grade, not_run
+from course_lib.grading.isolation import not_run, run_tests
 from course_lib.grading.registry import Exercise, exercise_ids, load_exercise
-from course_lib.grading.report import BATCH_ENV_VAR
+from course_lib.grading.remote import private_folder
 from course_lib.grading.results import GradeResult
+from course_lib.grading.sandbox import Limits, Sandbox
 
-RESULT_MARKER = "COURSE_LIB_GRADE_RESULT "
-GRADING_CELL = """from course_lib.grading.notebooks import emit_grade
-emit_grade({exercise!r}, {function!r}, globals(), timeout={timeout!r})"""
+MAX_NOTEBOOK_BYTES = 20 << 20
+CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(text: str) -> str:
+    """``text`` without terminal escape sequences and control characters (newlines and tabs kept)."""
+    return CONTROL.sub("", text)
 
 
 @dataclass
 class NotebookGrade:
-    """The grade of one submitted notebook; ``result`` is None when its exercise is unknown."""
+    """The grade of one submitted notebook.
+
+    ``status``: "graded" (its tests ran; some may have failed), or "not graded" (unreadable,
+    unknown exercise, no function, not ready in time) with ``reason``. ``result`` is None only
+    when the exercise is unknown, and then the score is 0/0.
+    """
 
     path: Path
     exercise: str
     result: GradeResult | None
-    notes: str
+    status: str
+    reason: str
+    notes: list[str] = field(default_factory=list)
 
     @property
     def score(self) -> int:
@@ -42,25 +54,13 @@ class NotebookGrade:
         return self.result.max_score if self.result else 0
 
 
-def emit_grade(exercise_id: str, function_name: str, namespace: dict, *, timeout: float) -> None:
-    """Run inside the submission's kernel: grade ``namespace[function_name]``, print one marked JSON line."""
-    exercise = load_exercise(exercise_id)
-    fn = namespace.get(function_name)
-    if fn is None:
-        result = not_run(exercise, f"the notebook defines no {function_name}")
-    elif not callable(fn):
-        result = not_run(exercise, f"{function_name} is a {type(fn).__name__}, not a function")
-    else:
-        result = grade(exercise_id, fn, timeout=timeout)
-    print(RESULT_MARKER + json.dumps(result.to_dict()))
-
-
-def identify(notebook: nbformat.NotebookNode, path: Path) -> tuple[Exercise, str] | None:
+def identify(notebook: nbformat.NotebookNode | None, path: Path) -> tuple[Exercise, str] | None:
     """(exercise, function name) from metadata ``course_lib``, else from an exercise id in the file name."""
-    meta = notebook.metadata.get("course_lib", {})
-    if meta.get("exercise") in exercise_ids():
+    meta = notebook.metadata.get("course_lib", {}) if notebook is not None else {}
+    if isinstance(meta, dict) and meta.get("exercise") in exercise_ids():
         exercise = load_exercise(meta["exercise"])
-        return exercise, meta.get("function") or exercise.function_name
+        function = meta.get("function")
+        return exercise, function if isinstance(function, str) and function.isidentifier() else exercise.function_name
     matches = [exercise_id for exercise_id in exercise_ids() if exercise_id in path.stem]
     if len(matches) == 1:
         exercise = load_exercise(matches[0])
@@ -68,68 +68,45 @@ def identify(notebook: nbformat.NotebookNode, path: Path) -> tuple[Exercise, str
     return None
 
 
-def grade_notebook(path: Path, *, timeout: float = 60.0, cell_timeout: float = 120.0) -> NotebookGrade:
-    """Execute the notebook at ``path`` and grade its function; never raises for a bad notebook.
-
-    ``timeout`` bounds the grading of the function (see ``grade``); ``cell_timeout``
-    bounds each of the notebook's own cells (a cell that runs over is interrupted).
-    """
+def read_notebook(path: Path) -> tuple[bytes | None, nbformat.NotebookNode | None, str]:
+    """(the file's bytes, the parsed notebook, "") or what makes it unreadable as the third item."""
     try:
-        notebook = nbformat.read(path, as_version=4)
-    except Exception as error:  # noqa: BLE001 - any unreadable file is a note in the table
-        return NotebookGrade(path, "?", None, f"not a readable notebook: {type(error).__name__}: {error}")
+        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+            return None, None, f"the file is larger than {MAX_NOTEBOOK_BYTES >> 20} MB"
+        data = path.read_bytes()
+        return data, nbformat.reads(data.decode("utf-8"), as_version=4), ""
+    except Exception as error:  # noqa: BLE001 - any unreadable file is a reason in the table
+        return None, None, clean(f"not a readable notebook: {type(error).__name__}: {error}")[:300]
+
+
+def grade_notebook(path: Path, *, timeout: float = 60.0, cell_timeout: float = 120.0,
+                   notebook_timeout: float = 300.0, hidden: tuple[Path, ...] = (),
+                   use_bubblewrap: bool = True) -> NotebookGrade:
+    """Run the notebook at ``path`` in a sandbox and grade its function; never raises for a bad notebook.
+
+    ``notebook_timeout`` bounds running its cells (each also stopped after ``cell_timeout``),
+    ``timeout`` the tests that follow; ``hidden`` folders cannot be read from the sandbox.
+    """
+    data, notebook, problem = read_notebook(path)
     found = identify(notebook, path)
     if found is None:
-        known = ", ".join(exercise_ids())
-        return NotebookGrade(
-            path, "?", None, f"cannot tell the exercise: no course_lib metadata, no id ({known}) in the name"
-        )
+        reason = problem or f"cannot tell the exercise: no course_lib metadata, no id ({', '.join(exercise_ids())}) in the name"
+        return NotebookGrade(path, "?", None, "not graded", reason)
     exercise, function = found
-    source = GRADING_CELL.format(exercise=exercise.id, function=function, timeout=timeout)
-    notebook.cells.append(nbformat.v4.new_code_cell(source))
-    grading_id = notebook.cells[-1].id
-    client = NotebookClient(
-        notebook,
-        timeout=int(cell_timeout),
-        timeout_func=lambda cell: int(cell_timeout + (timeout if cell.get("id") == grading_id else 0)),
-        interrupt_on_timeout=True,
-        allow_errors=True,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-    )
+    if problem:
+        return NotebookGrade(path, exercise.id, not_run(exercise, problem), "not graded", problem)
+    folder = private_folder()
     try:
-        client.execute(env={**os.environ, BATCH_ENV_VAR: "1", "COURSE_DEVICE": "cpu"})
-    except Exception as error:  # noqa: BLE001 - a dead kernel or a broken notebook scores 0 with the reason
-        reason = f"the notebook did not execute: {type(error).__name__}: {error}"
-        return NotebookGrade(path, exercise.id, not_run(exercise, reason), reason)
-    errors = _cell_errors(notebook.cells)
-    result = _read_result(notebook.cells[-1]) or not_run(exercise, "the grading cell gave no result")
-    return NotebookGrade(path, exercise.id, result, "; ".join([*_summary(result), *errors]))
-
-
-def _summary(result: GradeResult) -> list[str]:
-    """The run's message, else the failed tests, for the notes column."""
-    if result.message:
-        return [result.message]
+        (folder / "submission.ipynb").write_bytes(data)
+        cpu = int(2 * (notebook_timeout + timeout)) + 10  # CPU seconds over every thread: a backstop to the wall clock
+        sandbox = Sandbox(folder, hidden=hidden, limits=Limits(cpu_seconds=cpu), use_bubblewrap=use_bubblewrap)
+        spec = {"kind": "notebook", "exercise": exercise.id, "forbidden": list(exercise.forbidden),
+                "notebook": str(sandbox.folder / "submission.ipynb"), "function": function,
+                "cell_timeout": cell_timeout}
+        result, notes = run_tests(exercise, spec, sandbox, timeout=timeout, load_timeout=notebook_timeout)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    status = "not graded" if all(test.feedback.startswith("not run:") for test in result.tests) else "graded"
     failed = [test.name for test in result.tests if not test.passed]
-    return [f"failed {', '.join(failed)}"] if failed else []
-
-
-def _cell_errors(cells: list) -> list[str]:
-    """'cell N raised ErrorName: message' for every cell that raised while executing."""
-    found = []
-    for index, cell in enumerate(cells, start=1):
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "error":
-                detail = f": {output['evalue']}" if output["evalue"] else ""
-                found.append(shorten(f"cell {index} raised {output['ename']}{detail}", 200))
-    return found
-
-
-def _read_result(cell: nbformat.NotebookNode) -> GradeResult | None:
-    """The GradeResult printed by ``emit_grade`` in the grading cell's output, if any."""
-    streams = [output.get("text", "") for output in cell.get("outputs", []) if output.get("output_type") == "stream"]
-    for line in "".join(streams).splitlines():
-        if line.startswith(RESULT_MARKER):
-            return GradeResult.from_dict(json.loads(line[len(RESULT_MARKER) :]))
-    return None
+    why = result.message or (f"failed {', '.join(failed)}" if failed else "")
+    return NotebookGrade(path, exercise.id, result, status, clean(why), [clean(n) for n in notes])

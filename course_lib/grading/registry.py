@@ -2,7 +2,9 @@
 
 Every module ``course_lib/grading/exercises/exNN_<name>.py`` is an exercise whose
 id is the module name. It defines ``FUNCTION_NAME`` (what the student writes),
-``TITLE``, and its tests with ``@grader_test``, collected in definition order.
+``TITLE``, its tests with ``@grader_test``, collected in definition order, and
+optionally ``FORBIDDEN``: dotted names of the model answer (the course's own
+implementation of what the student writes), which raise while graded.
 """
 
 import importlib
@@ -25,6 +27,7 @@ class Exercise:
     title: str
     function_name: str
     tests: tuple[GraderTest, ...]
+    forbidden: tuple[str, ...] = ()  # dotted names of the model answer, refused while graded
 
     @property
     def max_score(self) -> int:
@@ -48,4 +51,4 @@ def load_exercise(exercise_id: str) -> Exercise:
     tests = tuple(obj for obj in vars(module).values() if isinstance(obj, GraderTest) and obj.module == module.__name__)
     if not tests:
         raise ValueError(f"exercise {exercise_id} defines no @grader_test")
-    return Exercise(exercise_id, module.TITLE, module.FUNCTION_NAME, tests)
+    return Exercise(exercise_id, module.TITLE, module.FUNCTION_NAME, tests, tuple(getattr(module, "FORBIDDEN", ())))

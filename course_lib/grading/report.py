@@ -3,11 +3,11 @@
 import os
 from collections.abc import Callable
 
+from course_lib.grading.core import BATCH_ENV_VAR
 from course_lib.grading.isolation import grade
 from course_lib.grading.registry import load_exercise
 from course_lib.grading.results import GradeResult
 
-BATCH_ENV_VAR = "COURSE_LIB_GRADING"
 
 
 def format_report(result: GradeResult) -> str:

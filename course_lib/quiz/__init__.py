@@ -1,11 +1,11 @@
-"""The interview quiz of notebook 10: ten questions, graded by salted hash, explained after a first answer.
+"""The interview quiz of notebook 10: ten questions, each checked and explained after an answer.
 
 ``show()`` renders every question (ipywidgets in a Jupyter kernel, plain text
-elsewhere) and returns the ``Quiz`` that records the first answer to each;
+elsewhere) and returns the ``Quiz`` that records the latest answer to each;
 ``Quiz.answers_code()`` prints them as the ``quiz_answers()`` function that
 exercise ``ex08_interview_quiz`` grades (``python -m course_lib.grade``).
-The key is stored hashed and the explanations sealed (see ``keys``): that stops
-reading the answers from the files, not guessing them.
+The key is a plaintext file outside the package (``key``): an honest self-check in
+self-study, the instructor's alone in a graded workshop.
 """
 
 from course_lib.quiz.questions import QUESTIONS, Question, question

@@ -1,16 +1,33 @@
-"""The ten interview questions: prompts and options in the open, key and explanation sealed.
-
-Each question's key hash and sealed explanation come from ``sealed.py``, which
-``python -m course_lib.quiz.seal`` generates from the instructor's plaintext key
-(``solutions/quiz_key.json``); see ``keys`` for what the sealing does and does not protect.
-"""
+"""The ten interview questions: prompts and options (the key is in ``key``, outside the package)."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
 from string import ascii_uppercase
 
-from course_lib.quiz import keys
-from course_lib.quiz.sealed import SEALED
+SEPARATORS = " ,;+/"
+
+
+def canonical_answer(answer: str | Iterable[str], *, letters: str, multiple: bool) -> str:
+    """The answer as sorted unique upper-case letters: ``"dba"``, ``"B, D, A"`` and ``{"A", "B", "D"}`` give ``"ABD"``.
+
+    ``letters`` are the options (e.g. ``"ABCD"``); a single-choice question
+    (``multiple=False``) takes exactly one. ValueError names what is wrong.
+    """
+    if isinstance(answer, str):
+        chosen = [c for c in answer.upper() if c not in SEPARATORS]
+    elif isinstance(answer, Iterable):
+        chosen = [str(item).strip().upper() for item in answer]
+    else:
+        raise ValueError(f"answer must be a string of letters or a set of letters, got {type(answer).__name__}")
+    unknown = sorted({c for c in chosen if len(c) != 1 or c not in letters})
+    if unknown:
+        raise ValueError(f"answer must use the options {', '.join(letters)}; got {', '.join(map(repr, unknown))}")
+    picked = "".join(sorted(set(chosen)))
+    if not picked:
+        raise ValueError("answer is empty: pick at least one option")
+    if not multiple and len(picked) > 1:
+        raise ValueError(f"answer must be one letter (single choice), got {picked!r}")
+    return picked
 
 
 @dataclass(frozen=True)
@@ -35,18 +52,9 @@ class Question:
     def canonical(self, answer: str | Iterable[str]) -> str:
         """``answer`` as sorted upper-case letters (``"dba"`` -> ``"ABD"``); ValueError naming the question."""
         try:
-            return keys.canonical_answer(answer, letters=self.letters, multiple=self.multiple)
+            return canonical_answer(answer, letters=self.letters, multiple=self.multiple)
         except ValueError as error:
             raise ValueError(f"{self.id}: {error}") from None
-
-    def is_correct(self, answer: str | Iterable[str]) -> bool:
-        """Whether ``answer`` (any form ``canonical`` takes) is the key: compared by salted hash."""
-        return keys.answer_hash(self.id, self.canonical(answer)) == self._sealed[0]
-
-    def reveal(self) -> tuple[str, str]:
-        """(key, explanation): found by trying every answer against the hash. Call it after a first answer."""
-        key = keys.find_key(self.id, self._sealed[0], self.letters, multiple=self.multiple)
-        return key, keys.unseal(self.id, key, self._sealed[1])
 
     def text(self) -> str:
         """The question as plain text: id, kind, prompt and lettered options."""
@@ -54,12 +62,6 @@ class Question:
         lines = [f"{self.id} ({self.kind}: {how}). {self.prompt}"]
         lines += [f"  {letter}. {option}" for letter, option in zip(self.letters, self.options, strict=True)]
         return "\n".join(lines)
-
-    @property
-    def _sealed(self) -> tuple[str, str]:
-        if self.id not in SEALED:
-            raise ValueError(f"{self.id} has no sealed key: run `python -m course_lib.quiz.seal`")
-        return SEALED[self.id]
 
 
 QUESTIONS: tuple[Question, ...] = (

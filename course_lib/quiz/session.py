@@ -1,51 +1,54 @@
-"""A quiz session: records each question's FIRST answer and explains after it.
+"""A quiz session: checks each answer against the key (when this copy has it) and records the latest.
 
-The first answer per question is the one that counts: later answers still get
-feedback, but only the first is kept for ``answers_code()``, the
-``quiz_answers()`` function the student submits for grading.
+What is graded is the ``quiz_answers()`` function a student submits (``answers_code()`` writes it
+from the recorded answers); the session itself is a self-check, so a later answer replaces an
+earlier one. Where the key file is absent (a graded workshop's student copy, see ``key``) the
+session records answers and says that the instructor grades them.
 """
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
+from course_lib.quiz.key import load_key
 from course_lib.quiz.questions import QUESTIONS, Question
+
+NO_KEY = "This copy has no quiz key (solutions/quiz_key.json): your answer is recorded; your instructor grades the quiz."
 
 
 @dataclass(frozen=True)
 class Feedback:
-    """The verdict on one answer; ``recorded`` is False when an earlier answer already counts."""
+    """The verdict on one answer; ``correct`` and ``key`` are None when this copy has no key."""
 
     question_id: str
     answer: str
-    correct: bool
-    recorded: bool
-    first_answer: str
-    key: str
+    correct: bool | None
+    key: str | None
     explanation: str
 
     def text(self) -> str:
-        """Verdict, which answer counts, and the explanation, as plain text."""
+        """Verdict and explanation (or that there is no key), as plain text."""
+        if self.correct is None:
+            return f"{self.question_id}: {self.answer} recorded.\n{self.explanation}"
         verdict = "correct" if self.correct else f"not correct (the key is {self.key})"
-        lines = [f"{self.question_id}: {self.answer} is {verdict}."]
-        if not self.recorded:
-            lines.append(f"Your first answer, {self.first_answer}, is the one recorded for grading.")
-        return "\n".join([*lines, self.explanation])
+        return f"{self.question_id}: {self.answer} is {verdict}.\n{self.explanation}"
 
     def __str__(self) -> str:
         return self.text()
 
 
 class Quiz:
-    """The questions and the first answer given to each (``first_answers``: id -> canonical letters)."""
+    """The questions, the key (None without the file) and the latest answer to each (``answers``)."""
 
-    def __init__(self, questions: Iterable[Question] = QUESTIONS) -> None:
+    def __init__(self, questions: Iterable[Question] = QUESTIONS, *, key_path: Path | None = None) -> None:
         self.questions = {q.id: q for q in questions}
         if not self.questions:
             raise ValueError("questions must hold at least one Question, got none")
-        self.first_answers: dict[str, str] = {}
+        self.key = load_key(key_path)
+        self.answers: dict[str, str] = {}
 
     def answer(self, question_id: str, answer: str | Iterable[str]) -> Feedback:
-        """Grade ``answer`` to ``question_id``, record it if it is the first, and explain.
+        """Record ``answer`` to ``question_id`` and check it against the key.
 
         ``answer`` is one letter (single choice) or letters in any order and form
         (``"DB"``, ``"b, d"``, ``{"B", "D"}``). ValueError for an unknown id or a
@@ -53,18 +56,18 @@ class Quiz:
         """
         if question_id not in self.questions:
             raise ValueError(f"question_id must be one of {', '.join(self.questions)}, got {question_id!r}")
-        q = self.questions[question_id]
-        given = q.canonical(answer)
-        recorded = question_id not in self.first_answers
-        first = self.first_answers.setdefault(question_id, given)
-        key, explanation = q.reveal()
-        return Feedback(question_id, given, q.is_correct(given), recorded, first, key, explanation)
+        given = self.questions[question_id].canonical(answer)
+        self.answers[question_id] = given
+        if self.key is None:
+            return Feedback(question_id, given, None, None, NO_KEY)
+        entry = self.key[question_id]
+        return Feedback(question_id, given, given == entry.answer, entry.answer, entry.explanation)
 
     def answers_code(self) -> str:
-        """The recorded first answers as the ``quiz_answers()`` function to paste into the exercise notebook."""
-        answered = [qid for qid in self.questions if qid in self.first_answers]
-        missing = [qid for qid in self.questions if qid not in self.first_answers]
-        entries = ", ".join(f"{qid!r}: {self.first_answers[qid]!r}" for qid in answered)
+        """The recorded answers as the ``quiz_answers()`` function to paste into the exercise notebook."""
+        answered = [qid for qid in self.questions if qid in self.answers]
+        missing = [qid for qid in self.questions if qid not in self.answers]
+        entries = ", ".join(f"{qid!r}: {self.answers[qid]!r}" for qid in answered)
         lines = ["def quiz_answers():"]
         if missing:
             lines.append(f"    # not answered yet: {', '.join(missing)}")
@@ -72,4 +75,4 @@ class Quiz:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return f"Quiz({len(self.questions)} questions, {len(self.first_answers)} answered)"
+        return f"Quiz({len(self.questions)} questions, {len(self.answers)} answered)"

@@ -11,8 +11,8 @@ from course_lib.quiz.session import Quiz
 class QuestionWidget(widgets.VBox):
     """Prompt, options (radio buttons, or check boxes for multiple choice), "Check" button, feedback.
 
-    Pressing "Check" sends the selected letters to ``quiz.answer``; the first
-    answer is recorded there. ``select`` and ``selected`` set and read the
+    Pressing "Check" sends the selected letters to ``quiz.answer``, which
+    records them (the latest answer counts). ``select`` and ``selected`` set and read the
     choice from code (tests, or typing an answer in).
     """
 

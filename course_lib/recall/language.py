@@ -6,7 +6,7 @@ file of the running interpreter's standard library (``sysconfig``'s "stdlib" pat
 ``site-packages``, ``test`` and ``idlelib``), so every machine has it and nothing is downloaded.
 Files are split, not bytes: a file goes to validation when the CRC-32 of its relative path is
 0 mod 10, so the split is fixed across runs and no validation window overlaps a training file.
-Every mixer gets the same model size, steps, batches, schedule (``train.warmup_cosine``) and
+Every mixer gets the same model size, steps, batches, training loop (``train.fit``) and
 validation windows; the score is the validation cross-entropy in bits per byte.
 """
 
@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from course_lib.models import TinyLM
-from course_lib.recall.train import warmup_cosine
+from course_lib.recall.train import fit
 
 SKIPPED_DIRS = {"site-packages", "test", "tests", "idlelib", "__pycache__"}
 
@@ -82,17 +82,14 @@ def train_language(run: LanguageRun, data: dict[str, torch.Tensor], device: torc
     device = torch.device(device)
     model = TinyLM(256, d_model=run.d_model, n_layers=run.n_layers, n_heads=run.n_heads, mixer=run.mixer,
                    max_len=run.seq_len, seed=run.seed).to(device)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=run.lr, weight_decay=0.1)
-    generator, started = torch.Generator().manual_seed(run.seed), time.perf_counter()
-    for step in range(run.steps):
+    generator = torch.Generator().manual_seed(run.seed)
+
+    def next_batch():
         batch = windows(data["train"], run.batch_size, run.seq_len, generator).to(device)  # [B, T + 1]
-        for group in optimiser.param_groups:
-            group["lr"] = warmup_cosine(step, run.steps, run.lr)
-        loss = F.cross_entropy(model(batch[:, :-1]).flatten(0, 1), batch[:, 1:].flatten())
-        optimiser.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimiser.step()
+        return batch[:, :-1], batch[:, 1:]
+
+    started = time.perf_counter()
+    train_loss = fit(model, next_batch, steps=run.steps, lr=run.lr)
     seconds = time.perf_counter() - started
     held_out = windows(data["validation"], run.validation_windows, run.seq_len, torch.Generator().manual_seed(99))
     losses, hits = [], []
@@ -102,7 +99,7 @@ def train_language(run: LanguageRun, data: dict[str, torch.Tensor], device: torc
             losses.append(F.cross_entropy(logits, following))
             hits.append((logits.argmax(-1) == following).float().mean())
     return {**asdict(run), "validation_bits_per_byte": float(torch.stack(losses).mean()) / math.log(2),
-            "validation_accuracy": float(torch.stack(hits).mean()), "train_bits_per_byte": loss.item() / math.log(2),
+            "validation_accuracy": float(torch.stack(hits).mean()), "train_bits_per_byte": train_loss / math.log(2),
             "parameters": model.parameter_count(), "seconds": seconds}
 
 

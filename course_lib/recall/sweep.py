@@ -7,39 +7,56 @@ ledger per head is head_dim × head_dim: notebook 05's capacity argument says ex
 keys than f is impossible for one head).
 """
 
+import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 from itertools import product
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
 from tqdm import tqdm
 
+from course_lib.device import one_thread
 from course_lib.models import MIXERS
 from course_lib.recall.train import RecallRun, train_recall
 
 
 @dataclass(frozen=True)
 class SweepSettings:
-    """What the sweep trains; every run is ``template`` with mixer, num_pairs, head_dim and seed replaced."""
+    """What the sweep trains; every run is ``template`` with mixer, num_pairs, head_dim and seed replaced.
+
+    The sequence grows with the pairs (seq_len = ``tokens_per_pair`` · num_pairs) and the batch
+    shrinks (batch_size = ``tokens_per_step`` / seq_len), so every run sees the same tokens and the
+    same number of scored queries per step (tokens_per_step / tokens_per_pair). With a fixed
+    seq_len, a run with 4 pairs gets a quarter of the answers to learn from that a run with 16
+    gets, and whether it learned at all became a coin toss (softmax: 100 % on one seed, 19 % on
+    the other, in this sweep's first version).
+    """
 
     num_pairs: tuple[int, ...]
     head_dims: tuple[int, ...]
     seeds: tuple[int, ...]
     template: RecallRun
+    tokens_per_step: int
+    tokens_per_pair: int = 4
     mixers: tuple[str, ...] = MIXERS
 
     def runs(self) -> list[RecallRun]:
-        return [replace(self.template, mixer=mixer, num_pairs=pairs, head_dim=head_dim, seed=seed)
+        return [replace(self.template, mixer=mixer, num_pairs=pairs, head_dim=head_dim, seed=seed,
+                        seq_len=self.tokens_per_pair * pairs,
+                        batch_size=self.tokens_per_step // (self.tokens_per_pair * pairs))
                 for head_dim, pairs, seed, mixer in product(self.head_dims, self.num_pairs, self.seeds, self.mixers)]
 
 
-# lr 1e-2 and 1,500 steps: at 3e-3, or at 800 steps, the delta rule had not left chance at 16 pairs
-# (softmax had). The whole run, with the language models, fits in ~45 min on the 2-core CPU.
-FULL = SweepSettings(num_pairs=(4, 8, 16), head_dims=(8, 16), seeds=(0, 1),
-                     template=RecallRun("softmax", num_pairs=4, steps=1500, seq_len=64, vocab_size=128, lr=1e-2))
-QUICK = SweepSettings(num_pairs=(2, 4), head_dims=(8,), seeds=(0,),
-                      template=RecallRun("softmax", num_pairs=2, steps=20, seq_len=16, vocab_size=32, lr=1e-2,
-                                         batch_size=16, test_examples=64))
+# lr 1e-2: at 3e-3 the delta rule had not left chance at 16 pairs after 800 steps (softmax had).
+# 4,096 tokens (1,024 scored queries) per step, 1,200 steps, 32 pairs at most: 63 keys fit in V = 128.
+FULL = SweepSettings(num_pairs=(4, 8, 16, 32), head_dims=(8, 16), seeds=(0, 1), tokens_per_step=4096,
+                     template=RecallRun("softmax", num_pairs=4, steps=1200, vocab_size=128, lr=1e-2))
+QUICK = SweepSettings(num_pairs=(2, 4), head_dims=(8,), seeds=(0,), tokens_per_step=256,
+                      template=RecallRun("softmax", num_pairs=2, steps=20, vocab_size=32, lr=1e-2, test_examples=64))
 
 
 def summarise(runs: list[dict]) -> list[dict]:
@@ -52,11 +69,42 @@ def summarise(runs: list[dict]) -> list[dict]:
             for (mixer, head_dim, pairs), values in groups.items()]
 
 
-def run_sweep(settings: SweepSettings, device: torch.device) -> dict:
-    """{"settings", "runs" (one result per run), "summary" (``summarise``)}, with a tqdm bar over the runs."""
-    results = []
-    for run in tqdm(settings.runs(), desc="recall sweep", disable=None):
-        results.append(train_recall(run, device))
+def _train_on_one_thread(run: RecallRun, device: torch.device) -> dict:
+    """``train_recall`` with torch on one CPU thread (see ``device.one_thread``): a tiny model's step is
+    many small ops, fastest on one thread, and with several they stall whenever the CPU is busy."""
+    with one_thread():
+        return train_recall(run, device)
+
+
+def run_sweep(settings: SweepSettings, device: torch.device, *, jobs: int = 1, partial: Path | None = None) -> dict:
+    """{"settings", "runs" (one result per run, in ``settings.runs()`` order), "summary" (``summarise``)}.
+
+    ``jobs`` runs train at a time, each in its own process on one thread (runs are seeded, so the
+    results do not depend on ``jobs``). Each finished run is appended to ``partial`` (JSON lines)
+    when given, and runs already there are not trained again: an interrupted sweep resumes.
+    A tqdm bar counts the runs.
+    """
+    runs = settings.runs()
+    done = {}
+    if partial is not None and partial.exists():
+        for line in partial.read_text().splitlines():
+            result = json.loads(line)
+            done[json.dumps({key: result[key] for key in asdict(runs[0])}, sort_keys=True)] = result
+    key = lambda run: json.dumps(asdict(run), sort_keys=True)  # noqa: E731
+    todo = [run for run in runs if key(run) not in done]
+    bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc="recall sweep", disable=None)
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter per worker: never fork torch
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) if jobs > 1 else nullcontext() as pool:
+        finished = (pool.map(_train_on_one_thread, todo, [device] * len(todo)) if pool
+                    else (_train_on_one_thread(run, device) for run in todo))
+        for run, result in zip(todo, finished):
+            done[key(run)] = result
+            if partial is not None:
+                with partial.open("a") as file:
+                    file.write(json.dumps(result) + "\n")
+            bar.update()
+    bar.close()
+    results = [done[key(run)] for run in runs]
     return {"settings": asdict(settings), "runs": results, "summary": summarise(results)}
 
 

@@ -7,6 +7,7 @@ then cosine decay; gradients clipped at norm 1. Same steps, batch and seed for e
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -46,23 +47,22 @@ def warmup_cosine(step: int, steps: int, lr: float) -> float:
     return lr * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
 
 
-def train_recall(run: RecallRun, device: torch.device | str = "cpu", progress=None) -> dict:
-    """Train ``run`` on ``device``: {**the run, "accuracy", "final_loss", "parameters", "seconds"}.
+def fit(model: torch.nn.Module, next_batch: Callable[[], tuple[torch.Tensor, torch.Tensor]], *, steps: int,
+        lr: float, progress: Callable[[float], object] | None = None) -> float:
+    """Train ``model`` in place for ``steps`` steps; the last step's loss.
 
-    ``progress``: an optional callable taking the step's loss (a ``tqdm`` bar's update, for one).
+    ``next_batch()`` gives (inputs [B, T] long, targets [B, T] long) on the model's device; the loss
+    is the cross-entropy of the logits at every target ≠ −100. AdamW (weight decay 0.1),
+    ``warmup_cosine`` learning rate, gradient norm clipped at 1. ``progress``: an optional callable
+    taking each step's loss (a ``tqdm`` bar's update, for one). Shared by MQAR and the byte-level LM.
     """
-    device = torch.device(device)
-    model = TinyLM(run.vocab_size, d_model=run.d_model, n_layers=run.n_layers, n_heads=run.n_heads,
-                   mixer=run.mixer, max_len=run.seq_len, seed=run.seed).to(device)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=run.lr, weight_decay=0.1)
-    task = dict(num_pairs=run.num_pairs, seq_len=run.seq_len, vocab_size=run.vocab_size)
-    train_generator = torch.Generator().manual_seed(run.seed)
-    started, loss = time.perf_counter(), torch.tensor(float("nan"))
-    for step in range(run.steps):
-        tokens, targets = (x.to(device) for x in mqar(run.batch_size, generator=train_generator, **task))
+    optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
+    loss = torch.tensor(float("nan"))
+    for step in range(steps):
+        inputs, targets = next_batch()
         for group in optimiser.param_groups:
-            group["lr"] = warmup_cosine(step, run.steps, run.lr)
-        logits = model(tokens)  # [B, T, V]
+            group["lr"] = warmup_cosine(step, steps, lr)
+        logits = model(inputs)  # [B, T, V]
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
@@ -70,10 +70,29 @@ def train_recall(run: RecallRun, device: torch.device | str = "cpu", progress=No
         optimiser.step()
         if progress is not None:
             progress(loss.item())
+    return loss.item()
+
+
+def train_recall(run: RecallRun, device: torch.device | str = "cpu", progress=None) -> dict:
+    """Train ``run`` on ``device``: {**the run, "accuracy", "final_loss", "parameters", "seconds"}.
+
+    ``progress``: as in ``fit``.
+    """
+    device = torch.device(device)
+    model = TinyLM(run.vocab_size, d_model=run.d_model, n_layers=run.n_layers, n_heads=run.n_heads,
+                   mixer=run.mixer, max_len=run.seq_len, seed=run.seed).to(device)
+    task = dict(num_pairs=run.num_pairs, seq_len=run.seq_len, vocab_size=run.vocab_size)
+    train_generator = torch.Generator().manual_seed(run.seed)
+
+    def next_batch():
+        return tuple(x.to(device) for x in mqar(run.batch_size, generator=train_generator, **task))
+
+    started = time.perf_counter()
+    final_loss = fit(model, next_batch, steps=run.steps, lr=run.lr, progress=progress)
     seconds = time.perf_counter() - started
     test_tokens, test_targets = mqar(run.test_examples, generator=torch.Generator().manual_seed(10_000 + run.seed),
                                      **task)
     with torch.no_grad():
         accuracy = recall_accuracy(model(test_tokens.to(device)).cpu(), test_targets)
-    return {**asdict(run), "accuracy": accuracy, "final_loss": loss.item(), "parameters": model.parameter_count(),
+    return {**asdict(run), "accuracy": accuracy, "final_loss": final_loss, "parameters": model.parameter_count(),
             "seconds": seconds}

@@ -13,6 +13,13 @@ from course_lib.grading.core import GradingFailure, grader_test
 
 FUNCTION_NAME = "softmax_attention"
 TITLE = "Softmax attention: every student asks every window"
+FORBIDDEN = (  # the model answer, and torch's fused attention that computes it
+    "course_lib.attention.softmax_attention",
+    "course_lib.attention.softmax_weights",
+    "torch.nn.functional.scaled_dot_product_attention",
+    "torch._C._nn.scaled_dot_product_attention",
+    "torch.nn.functional.multi_head_attention_forward",
+)
 
 VALUES_HINT = "did you scale the scores by 1/sqrt(d) and take the softmax over the keys (the last axis)?"
 CAUSAL_HINT = "with causal=True query i sees keys j <= i only: set the scores with j > i to -inf (keep the diagonal)"

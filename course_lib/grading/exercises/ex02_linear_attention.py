@@ -10,9 +10,11 @@ import torch
 from course_lib.attention import kernel_attention, linear_attention
 from course_lib.grading.checks import EXACT, answers, call, compare, compare_batched, expect_output, make_qkv
 from course_lib.grading.core import grader_test
+from course_lib.grading.exercises import LINEAR_ATTENTION_FORMS
 
 FUNCTION_NAME = "linear_attention"
 TITLE = "Linear attention: one blackboard for the whole canteen"
+FORBIDDEN = LINEAR_ATTENTION_FORMS
 
 FORMULA_HINT = "expected out_i = φ(q_i)ᵀ(φ(K)ᵀV) / (φ(q_i)ᵀ Σ_j φ(k_j)) with φ(x) = elu(x) + 1"
 NORMALISER_HINT = (

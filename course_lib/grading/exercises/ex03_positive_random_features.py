@@ -13,6 +13,11 @@ from course_lib.random_features import iid_gaussian, positive_random_features
 
 FUNCTION_NAME = "positive_random_features"
 TITLE = "Positive random features: m tasters score every dish"
+FORBIDDEN = (
+    "course_lib.random_features.positive_random_features",
+    "course_lib.random_features.positive_log_features",
+    "course_lib.random_features.PerformerFeatures",
+)
 
 LAYOUT = "[..., n, m]"
 FORMULA_HINT = "expected φ(x)_r = exp(ω_rᵀx − ‖x‖²/2) / √m, with ‖x‖² summed over the last axis of x"

@@ -17,6 +17,7 @@ from course_lib.grading.core import GradingFailure, grader_test
 
 FUNCTION_NAME = "orthogonal_gaussian"
 TITLE = "Orthogonal tasters: no two in a block taste the same direction"
+FORBIDDEN = ("course_lib.random_features.orthogonal_gaussian", "course_lib.random_features.PerformerFeatures")
 
 Z = 6  # standard errors allowed by the statistical tests
 BLOCK_HINT = (

@@ -9,6 +9,7 @@ for the long sequence where n×n cannot exist, ``linear_attention`` (see that te
 import torch
 
 from course_lib.attention import kernel_attention, linear_attention
+from course_lib.device import one_thread
 from course_lib.grading.checks import (
     EXACT,
     answers,
@@ -19,12 +20,13 @@ from course_lib.grading.checks import (
     expect_no_future_leak,
     expect_output,
     make_qkv,
-    one_thread,
 )
 from course_lib.grading.core import GradingFailure, grader_test
+from course_lib.grading.exercises import LINEAR_ATTENTION_FORMS
 
 FUNCTION_NAME = "causal_linear_attention"
 TITLE = "Causal linear attention: the ledger carried down the line"
+FORBIDDEN = LINEAR_ATTENTION_FORMS
 
 FORMULA_HINT = (
     "expected o_i = φ(q_i)ᵀS_i / φ(q_i)ᵀz_i "

@@ -10,6 +10,7 @@ form agrees with the n×n oracle to ~1e-15); the long sequence runs in float32.
 import torch
 
 from course_lib.attention import linear_attention
+from course_lib.device import one_thread
 from course_lib.grading.checks import (
     EXACT,
     answers,
@@ -20,13 +21,14 @@ from course_lib.grading.checks import (
     expect_no_future_leak,
     expect_output,
     make_qkv,
-    one_thread,
 )
 from course_lib.grading.core import grader_test
+from course_lib.grading.exercises import LINEAR_ATTENTION_FORMS
 from course_lib.grading.exercises.ex05_causal_linear_attention import long_inputs, long_key
 
 FUNCTION_NAME = "chunked_causal_linear_attention"
 TITLE = "Chunked causal linear attention: the ledger updated once per table"
+FORBIDDEN = LINEAR_ATTENTION_FORMS
 
 LONG_N = 2**18
 BLOCK_HINT = (

@@ -13,6 +13,7 @@ from course_lib.positional import rope
 
 FUNCTION_NAME = "rope"
 TITLE = "RoPE: every dish turned by its place in the queue"
+FORBIDDEN = ("course_lib.positional.rope", "course_lib.positional.rope_matrix", "course_lib.positional._rotate")
 
 LAYOUT = "[..., n, d]"
 FORMULA_HINT = (

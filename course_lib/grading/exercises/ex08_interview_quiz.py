@@ -1,9 +1,10 @@
-"""Grader tests of exercise 8: ``quiz_answers()``, the first answers to the ten interview questions.
+"""Grader tests of exercise 8: ``quiz_answers()``, the answers to the ten interview questions.
 
 One test per question, 1 point each: the student's answer, in any order or
-form (``"DBA"``, ``"a, b, d"``, ``{"A", "B", "D"}``), is compared with the key
-by salted hash (``course_lib.quiz.keys``), so every wrong letter, missing
-letter or extra letter loses that question's point. Feedback never shows the key.
+form (``"DBA"``, ``"a, b, d"``, ``{"A", "B", "D"}``), is compared with the key in
+the grader's process (``course_lib.quiz.key``: ``solutions/quiz_key.json``, which no
+submission can read), so every wrong letter, missing letter or extra letter loses
+that question's point. Feedback never shows the key.
 """
 
 from collections.abc import Callable, Mapping
@@ -11,9 +12,10 @@ from collections.abc import Callable, Mapping
 from course_lib.grading.checks import attempt
 from course_lib.grading.core import GraderTest, GradingFailure, grader_test
 from course_lib.quiz import QUESTIONS, Question
+from course_lib.quiz.key import KEY_PATH, load_key
 
 FUNCTION_NAME = "quiz_answers"
-TITLE = "The interview quiz: ten questions, first answers count"
+TITLE = "The interview quiz: ten questions"
 
 
 def _answer_of(fn: Callable, q: Question) -> str:
@@ -33,8 +35,11 @@ def _question_test(q: Question) -> GraderTest:
     """The 1-point grader test of question ``q``, named after it (``q3``)."""
 
     def run(fn: Callable) -> None:
+        key = load_key()
+        if key is None:
+            raise GradingFailure(f"the quiz key ({KEY_PATH}) is not in this copy: your instructor grades the quiz")
         answer = _answer_of(fn, q)
-        if not q.is_correct(answer):
+        if answer != key[q.id].answer:
             how = "every letter must be right: no missing, no extra" if q.multiple else "one letter"
             raise GradingFailure(f"{q.id} ({q.kind}, {how}): {answer} is not the key")
 

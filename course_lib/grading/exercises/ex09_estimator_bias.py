@@ -13,7 +13,8 @@ import math
 import torch
 
 from course_lib.attention import linear_attention, softmax_attention
-from course_lib.grading.checks import EXACT, attempt, expect_close, expect_output, make_qkv, one_thread
+from course_lib.device import one_thread
+from course_lib.grading.checks import EXACT, attempt, expect_close, expect_output, make_qkv
 from course_lib.grading.core import GradingFailure, grader_test
 from course_lib.measure import fit_power_law
 from course_lib.random_features import PerformerFeatures

@@ -23,6 +23,12 @@ from course_lib.grading.core import GradingFailure, grader_test
 
 FUNCTION_NAME = "cost_model"
 TITLE = "When the blackboard pays: the cost model and its crossover N*"
+FORBIDDEN = (
+    "course_lib.cost.macs_softmax",
+    "course_lib.cost.macs_linear",
+    "course_lib.cost.macs_causal_chunked",
+    "course_lib.cost.feature_map_macs",
+)
 
 PARTS = ("macs_softmax", "macs_linear", "predicted_crossover")
 

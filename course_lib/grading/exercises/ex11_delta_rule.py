@@ -15,6 +15,12 @@ from course_lib.grading.core import GradingFailure, grader_test
 
 FUNCTION_NAME = "delta_rule"
 TITLE = "The delta rule: a ledger that corrects instead of piling up"
+FORBIDDEN = (
+    "course_lib.delta.delta_rule_attention",
+    "course_lib.delta.delta_rule_recurrent",
+    "course_lib.delta.delta_rule_chunked",
+    "course_lib.delta.DeltaRuleState",
+)
 
 FORMULA_HINT = (
     "expected S_t = S_{t−1} + β_t k̂_t (v_t − S_{t−1}ᵀk̂_t)ᵀ and o_t = S_tᵀq̂_t, with q̂, k̂ the L2-normalised q, k "

@@ -1,0 +1,161 @@
+"""Hostile submissions: every way a student was found to earn points without solving the exercise.
+
+``ATTACKS`` maps a submission's file name to the code cells of its notebook (ex01: write
+``softmax_attention``; the exercise stub scores 0). ``tests/test_attacks.py`` grades them in
+one batch beside honest submissions and checks that none earns more than its honest
+equivalent — the stub, or for the attacks in ``ANSWER_ZEROS``, which hand in zeros and cheat
+to have them accepted, an honest submission of zeros (3/10: the right shape, and nothing
+leaks from the future) — and that none changes another submission's score, the
+instructor's files or the installation, and the batch ends in time. Each attack is from
+issue 13's list; the comment names what it tried.
+"""
+
+MARKER = "course-attack-7731"  # in the command line of every process an attack leaves behind
+
+STUB = "def softmax_attention(q, k, v, causal=False):\n    raise NotImplementedError('ex01: not solved')"
+ZEROS = "def softmax_attention(q, k, v, causal=False):\n    return torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype)"
+
+ATTACKS: dict[str, list[str]] = {
+    # the grader's stack frames held the precomputed answer key
+    "stack_frames.ipynb": ["""
+import sys, torch
+def softmax_attention(q, k, v, causal=False):
+    frame = sys._getframe(1)
+    while frame is not None:
+        for value in frame.f_locals.values():
+            if isinstance(value, torch.Tensor) and value.shape == (*q.shape[:-1], v.shape[-1]):
+                return value.clone()
+        frame = frame.f_back
+    return torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype)
+"""],
+    # "passed" lines and 1000 points per test written to every channel, then exit
+    "result_channel.ipynb": ["""
+import json, os
+line = json.dumps({"name": "values", "points": 1000, "max_points": 2, "passed": True, "feedback": "", "seconds": 0})
+for fd in range(1, 64):
+    try:
+        os.write(fd, (line + "\\n" + "COURSE_LIB_GRADE_RESULT " + line + "\\n").encode())
+    except OSError:
+        pass
+""", STUB],
+    # torch's comparisons patched to say "equal", zeros returned
+    "patched_torch.ipynb": ["""
+import torch
+torch.allclose = lambda *a, **k: True
+torch.equal = lambda *a, **k: True
+torch.Tensor.any = lambda self, *a, **k: torch.tensor(False)
+torch.Tensor.all = lambda self, *a, **k: torch.tensor(True)
+torch.isfinite = lambda x: torch.ones_like(x, dtype=torch.bool)
+""", ZEROS],
+    # the grader's own check functions replaced by no-ops
+    "patched_grader.ipynb": ["""
+import torch
+import course_lib.grading.checks as checks
+import course_lib.grading.core as core
+for name in ("compare", "expect_close", "expect_output", "compare_batched", "expect_no_future_leak"):
+    setattr(checks, name, lambda *a, **k: None)
+core.run_test = lambda test, fn: core.TestResult(test.name, 1000, test.points, True, "ok", 0.0)
+""", ZEROS],
+    # a tensor subclass whose subtraction returns zeros
+    "tensor_subclass.ipynb": ["""
+import torch
+class Agreeable(torch.Tensor):
+    def __sub__(self, other):
+        return torch.zeros_like(torch.Tensor(other))
+    def __rsub__(self, other):
+        return torch.zeros_like(torch.Tensor(other))
+def softmax_attention(q, k, v, causal=False):
+    return torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype).as_subclass(Agreeable)
+"""],
+    # the model answer: course_lib's own implementation, and torch's fused attention
+    "model_answer.ipynb": ["""
+from course_lib.attention import softmax_attention as reference
+def softmax_attention(q, k, v, causal=False):
+    return reference(q, k, v, causal=causal)
+"""],
+    "fused_attention.ipynb": ["""
+import torch.nn.functional as F
+def softmax_attention(q, k, v, causal=False):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+"""],
+    # the grader tests' modules compute the answer keys
+    "grader_import.ipynb": ["""
+from course_lib.grading.exercises.ex01_softmax_attention import softmax_attention as key
+def softmax_attention(q, k, v, causal=False):
+    return key(q, k, v, causal=causal)
+"""],
+    # a classmate's notebook read and its solution executed; another classmate's notebook rewritten
+    "classmates.ipynb": ["""
+import glob, json, os
+taken = None
+places = ("/tmp/**/*.ipynb", "../**/*.ipynb", os.path.expanduser("~/**/*.ipynb"))
+for path in [found for place in places for found in glob.glob(place, recursive=True)]:
+    if "honest" in path:
+        try:
+            cells = json.load(open(path))["cells"]
+            taken = taken or "\\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code" and "def softmax_attention" in "".join(c["source"]))
+            open(path, "w").write("{}")
+        except Exception:
+            pass
+if taken:
+    exec(taken)
+""", "if 'softmax_attention' not in globals():\n" + "\n".join("    " + line for line in STUB.splitlines())],
+    # the installation's grader edited, the instructor's CSV and the quiz key overwritten
+    "edit_installation.ipynb": ["""
+import glob, os
+from pathlib import Path
+import course_lib.grading.checks as checks
+key = Path(checks.__file__).parents[2] / "solutions" / "quiz_key.json"
+for path in [checks.__file__, str(key), *glob.glob("/tmp/**/scores.csv", recursive=True)]:
+    try:
+        open(path, "a").write("\\n# edited by a submission\\n")
+    except Exception:
+        pass
+""", STUB],
+    # processes that outlive grading: a detached sleeper and a late writer of the CSV
+    "orphans.ipynb": [f"""
+import os, subprocess, sys
+subprocess.Popen(["sleep", "3600", "{MARKER}"], start_new_session=True)
+code = "import glob, time; time.sleep(4); [open(p, 'w').write('hacked') for p in glob.glob('/tmp/**/scores.csv', recursive=True)]"
+subprocess.Popen([sys.executable, "-c", code, "{MARKER}"], start_new_session=True)
+if os.fork() == 0:
+    os.setsid()
+    os.execvp("sleep", ["sleep", "3600", "{MARKER}"])
+""", STUB],
+    # a cell that ignores SIGINT (and the alarm) and never ends, with a detached child
+    "endless.ipynb": [STUB, f"""
+import signal, subprocess
+subprocess.Popen(["sleep", "3600", "{MARKER}"], start_new_session=True)  # must die with the timeout kill
+for sig in (signal.SIGINT, signal.SIGALRM, signal.SIGTERM):
+    signal.signal(sig, signal.SIG_IGN)
+while True:
+    pass
+"""],
+    # 100 MB printed, and a file written until the disk is full
+    "flood.ipynb": ["""
+import sys
+chunk = "x" * (1 << 20)
+for _ in range(100):
+    sys.stdout.write(chunk)
+with open("big.bin", "wb") as file:
+    for _ in range(4096):
+        file.write(b"y" * (1 << 20))
+""", STUB],
+    # all the memory there is (16 GiB at once)
+    "memory_hog.ipynb": ["hoard = bytearray(16 << 30)", STUB],
+    # terminal escape codes in everything printed back to the instructor
+    "escape_codes.ipynb": ["""
+def softmax_attention(q, k, v, causal=False):
+    raise RuntimeError("\\x1b[2J\\x1b[31mall tests passed\\x1b[0m\\r\\x07")
+""", "raise RuntimeError('\\x1b]0;owned\\x07\\x1b[1A score 10/10')"],
+    # the network, to fetch an answer from outside
+    "network.ipynb": ["""
+import socket
+try:
+    socket.create_connection(("1.1.1.1", 80), timeout=3).close()
+    reached = True
+except OSError:
+    reached = False
+""", "if reached:\n    raise SystemExit('the network was reachable')\n" + STUB],
+}
+ANSWER_ZEROS = {"stack_frames.ipynb", "patched_torch.ipynb", "patched_grader.ipynb", "tensor_subclass.ipynb"}
