@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-INSIDE = Path("/tmp/submission")  # the private folder inside the sandbox (under its own /tmp: / is read-only)
+TMP = Path("/tmp")
+INSIDE = TMP / "submission"  # the private folder inside the sandbox (under its own /tmp: / is read-only)
 
 
 @dataclass(frozen=True)
@@ -104,10 +105,10 @@ class Sandbox:
             return argv
         keep = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, Path(__file__).parents[2])}
         wrapped = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
-                   "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                   "--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp"]
-        hidden = sorted({p.resolve() for p in self.hidden if p.exists()})
+                   "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        hidden = sorted({TMP} | {p.resolve() for p in self.hidden if p.exists()})  # /tmp: empty and size-capped
         for folder in hidden:
+            wrapped += ["--size", str(self.limits.tmp_bytes)] if folder == TMP else []
             wrapped += ["--tmpfs", str(folder)]
             wrapped += [arg for kept in sorted(keep) if kept.is_relative_to(folder)
                         for arg in ("--ro-bind", str(kept), str(kept))]
