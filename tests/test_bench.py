@@ -137,6 +137,9 @@ class TestQuickRun:
         assert profile["matmul_s"] >= 0 and 0 <= profile["outside_share"] <= 1
         assert profile["outside_share"] == pytest.approx(max(0.0, 1 - profile["matmul_s"] / profile["call_s"]))
         assert profile["exp_s"] > 0 and profile["exp_share"] == pytest.approx(profile["exp_s"] / profile["call_s"])
+        floor = profile["exp_s"] / (profile["matmul_s"] + profile["exp_s"])
+        share = next(t for t in result["targets"] if t["target"] == "causal call time outside the matmuls (share)")
+        assert share["floor_share"] == pytest.approx(floor) and f"floor exp / (matmuls + exp) {floor:.3g}" in stdout
         assert decay["long_over_short"] == pytest.approx(decay["decayed_long"]["time_s"]
                                                          / decay["decayed_short"]["time_s"])
         assert decay["decayed_over_undecayed"] == pytest.approx(decay["decayed_long"]["time_s"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from course_lib.bench.targets import floor_share
 from course_lib.device import describe_device
 
 MIB = 2**20
@@ -139,7 +140,8 @@ def engine_text(result: dict) -> str:
         f"causal call at N={profile['n']}: {profile['call_s'] * 1e3:.3g} ms ({profile['profiled_call_s'] * 1e3:.3g} ms "
         f"profiled), matmuls {profile['matmul_s'] * 1e3:.3g} ms; share outside the matmuls "
         f"{profile['outside_share']:.3g} (median of {len(profile['shares'])}); one exp over q and k alone "
-        f"{profile['exp_s'] * 1e3:.3g} ms (share {profile['exp_share']:.3g})",
+        f"{profile['exp_s'] * 1e3:.3g} ms (share {profile['exp_share']:.3g}; floor exp / (matmuls + exp) "
+        f"{floor_share(profile):.3g})",
         f"decay={decay['gamma']}: {decay['decayed_short']['time_s'] * 1e3:.3g} ms at N={short}, "
         f"{decay['decayed_long']['time_s'] * 1e3:.3g} ms at N={long} (ratio {decay['long_over_short']:.3g}); "
         f"undecayed {decay['undecayed_long']['time_s'] * 1e3:.3g} ms (decayed / undecayed "

@@ -8,7 +8,10 @@ All at B = 1, H = 8, d = 64, fp32, each ratio from numbers measured in the same 
 * ``decode_drift``: ledger decoding, median latency of the last 256 tokens ≤ 1.2× the first 256,
   and ``nbytes`` equal at the first and last step;
 * ``outside_matmuls``: ≤ 20 % of the causal call's time outside its matrix products at N = 8192
-  (shown beside it: the share of one exp over q and k, which elu + 1 cannot go below);
+  (shown beside it: ``exp_share``, one exp over q and k as a share of the call, and
+  ``floor_share`` = exp / (matmuls + exp), the least share that a call doing the same matmuls
+  and elu + 1's one unavoidable exp pass could have; a floor above 0.2 means the target cannot
+  be met by eager kernels on that machine);
 * ``decay_scaling``: the decayed causal call, time(65536) / time(16384) ≤ 4.5 (linear in N: 4);
 * ``decay_overhead``: decayed ≤ 1.3× undecayed at N = 65536;
 * ``backward_cost``: causal forward + backward ≤ 3× the forward at N = 4096;
@@ -44,7 +47,8 @@ class TargetInputs:
     ledger_bytes_last: int | None = None
     profile_n: int | None = None
     outside_matmul_share: float | None = None  # of the causal call at profile_n
-    exp_share: float | None = None  # one exp over q and k alone, of the same call (elu + 1's floor)
+    exp_share: float | None = None  # one exp over q and k alone, of the same call
+    floor_share: float | None = None  # exp / (matmuls + exp): the least share any eager call could have
     decay_ns: tuple[int, int] | None = None
     decay_long_over_short: float | None = None
     decay_over_undecayed: float | None = None  # at the long N
@@ -98,7 +102,8 @@ def decode_drift(inputs: TargetInputs, *, quick: bool) -> dict:
 def outside_matmuls(inputs: TargetInputs, *, quick: bool) -> dict:
     value = inputs.outside_matmul_share
     return _verdict("causal call time outside the matmuls (share)", value, f"<= {MAX_OUTSIDE_SHARE}",
-                    _at_most(value, MAX_OUTSIDE_SHARE), quick, at_n=inputs.profile_n, exp_share=inputs.exp_share)
+                    _at_most(value, MAX_OUTSIDE_SHARE), quick, at_n=inputs.profile_n, exp_share=inputs.exp_share,
+                    floor_share=inputs.floor_share)
 
 
 def decay_scaling(inputs: TargetInputs, *, quick: bool) -> dict:
@@ -189,10 +194,18 @@ def _decode_inputs(decode: dict) -> dict:
 def _engine_inputs(engine: dict) -> dict:
     profile, decay, backward = engine["profile"], engine["decay"], engine["backward"]
     return {"profile_n": profile["n"], "outside_matmul_share": profile["outside_share"],
-            "exp_share": profile.get("exp_share"),
+            "exp_share": profile.get("exp_share"), "floor_share": floor_share(profile),
             "decay_ns": tuple(decay["ns"]), "decay_long_over_short": decay["long_over_short"],
             "decay_over_undecayed": decay["decayed_over_undecayed"], "backward_n": backward["n"],
             "backward_over_forward": backward.get("ratio"), "backward_error": backward.get("error")}
+
+
+def floor_share(profile: dict) -> float | None:
+    """exp_s / (matmul_s + exp_s): the share outside the matmuls of a call that did nothing else but the
+    profiled matmuls and one exp over q and k (elu + 1 needs that exp); None without an exp measurement."""
+    if profile.get("exp_s") is None:
+        return None
+    return profile["exp_s"] / (profile["matmul_s"] + profile["exp_s"])
 
 
 def target_inputs(crossover: dict | None, decode: dict | None, engine: dict | None, *, quick: bool) -> TargetInputs:

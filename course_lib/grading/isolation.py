@@ -108,7 +108,7 @@ def _stopped(exercise: Exercise, finished: list[TestResult], stop: RunStopped, t
 
 def not_run(exercise: Exercise, reason: str) -> GradeResult:
     """A zero score for every test of ``exercise``, each saying ``reason``."""
-    return GradeResult(exercise.id, _zeros(exercise.tests, f"not run: {reason}"), message=reason)
+    return GradeResult(exercise.id, _zeros(exercise.tests, f"not run: {reason}"), message=reason, ran=False)
 
 
 def _pickle(fn: Callable) -> bytes:

@@ -106,7 +106,7 @@ def grade_notebook(path: Path, *, timeout: float = 60.0, cell_timeout: float = 1
         result, notes = run_tests(exercise, spec, sandbox, timeout=timeout, load_timeout=notebook_timeout)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    status = "not graded" if all(test.feedback.startswith("not run:") for test in result.tests) else "graded"
+    status = "graded" if result.ran else "not graded"
     failed = [test.name for test in result.tests if not test.passed]
     why = result.message or (f"failed {', '.join(failed)}" if failed else "")
     return NotebookGrade(path, exercise.id, result, status, clean(why), [clean(n) for n in notes])

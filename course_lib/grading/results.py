@@ -36,11 +36,14 @@ class GradeResult:
 
     ``message`` explains a problem with the run as a whole (time limit, crash,
     a function that could not be sent to the grading process); it is "" otherwise.
+    ``ran`` is False when no test could run at all (``isolation.not_run``): then every test
+    scores 0 with the reason, and a batch reports the notebook as "not graded".
     """
 
     exercise: str
     tests: list[TestResult]
     message: str = field(default="")
+    ran: bool = True
 
     @property
     def score(self) -> int:
@@ -60,7 +63,8 @@ class GradeResult:
     def from_dict(cls, data: dict[str, Any]) -> "GradeResult":
         """Rebuild a result from ``to_dict`` output."""
         tests = [TestResult.from_dict(test) for test in data["tests"]]
-        return cls(exercise=str(data["exercise"]), tests=tests, message=str(data.get("message", "")))
+        return cls(exercise=str(data["exercise"]), tests=tests, message=str(data.get("message", "")),
+                   ran=bool(data.get("ran", True)))
 
     def __repr__(self) -> str:
         note = f", message={self.message!r}" if self.message else ""

@@ -106,15 +106,15 @@ class Sandbox:
         keep = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, Path(__file__).parents[2])}
         wrapped = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
                    "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        # Sorted, a folder comes after every folder that contains it: a hidden folder inside a kept
+        # installation that an outer hidden folder covered (solutions/ of a clone under /tmp) is
+        # covered again after the installation is bound back.
         hidden = sorted({TMP} | {p.resolve() for p in self.hidden if p.exists()})  # /tmp: empty and size-capped
         for folder in hidden:
             wrapped += ["--size", str(self.limits.tmp_bytes)] if folder == TMP else []
             wrapped += ["--tmpfs", str(folder)]
             wrapped += [arg for kept in sorted(keep) if kept.is_relative_to(folder)
                         for arg in ("--ro-bind", str(kept), str(kept))]
-        for folder in hidden:  # hidden again where a kept installation brought it back (solutions/ in the repo)
-            if any(folder.is_relative_to(kept) and kept.is_relative_to(other) for kept in keep for other in hidden):
-                wrapped += ["--tmpfs", str(folder)]
         wrapped += ["--bind", str(self.workdir), str(INSIDE), "--chdir", str(INSIDE), "--"]
         return wrapped + argv
 
