@@ -12,7 +12,7 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 STAMP := $(VENV)/.installed-stamp
 NOTEBOOKS := $(wildcard notebooks/*.ipynb) $(wildcard solutions/*.ipynb)
 
-.PHONY: install lab test test-browser notebooks exercises clean
+.PHONY: install lab test test-browser notebooks exercises guide release slides clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,12 +41,15 @@ test: install
 	-bash .ci/apt_install bwrap bubblewrap
 	$(BIN)/python -m pytest $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadfile)
 
-# JupyterLab + headless Chromium: run the explorer notebook, move a slider, save docs/explorer.png.
+# JupyterLab + headless Chromium: run the explorer notebook, move a slider, save docs/explorer.png; then
+# open one slide deck from the file system, advance a slide, save docs/slides.png.
 # Installs selenium, and Debian's chromium + chromium-driver when missing (needs root or sudo).
 test-browser: install
 	$(BIN)/python -m pip install -q -e ".[browser]"
 	bash .ci/install_chromium
 	$(BIN)/python tests/browser_smoke.py --notebook notebooks/11_explorer.ipynb --screenshot docs/explorer.png
+	$(MAKE) slides
+	$(BIN)/python tests/slides_smoke.py --deck build/slides/05_the_ledger.slides.html --screenshot docs/slides.png
 
 # Re-execute every notebook in place (CPU, so committed outputs do not depend on the author's GPU).
 notebooks: install
@@ -56,5 +59,20 @@ notebooks: install
 exercises: install
 	$(BIN)/python -m course_lib.exercise_builder
 
+# The instructor guide (docs/instructor_guide.md) from the notebooks' lesson metadata, the schedules and
+# the graders' known mistakes; `python -m course_lib.workshop measure` re-times the notebooks first.
+guide: install
+	$(BIN)/python -m course_lib.workshop guide
+
+# The student copy: notebooks, exercises, course_lib, results and README, without solutions/ or the quiz
+# key, as dist/linear-attention-course/ and dist/linear-attention-course.zip.
+release: install
+	$(BIN)/python -m course_lib.workshop release
+
+# One reveal.js deck per notebook in build/slides/ (nbconvert), with reveal.js, RequireJS, MathJax and
+# jQuery fetched once from npm into build/slides/vendor/: the decks open offline from the file system.
+slides: install
+	$(BIN)/python -m course_lib.workshop slides --out build/slides
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis dist build

@@ -175,25 +175,42 @@ def smoke(notebook: str, screenshot: Path, chromium: str, chromedriver: str, tim
             lab.kill()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--notebook", default="notebooks/11_explorer.ipynb", help="path relative to the repository")
-    parser.add_argument("--screenshot", type=Path, default=REPO / "docs" / "explorer.png")
+def browser_parser(description: str, *, timeout: float) -> argparse.ArgumentParser:
+    """The options every browser check shares: where Chromium and chromedriver are, and the step timeout."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--chromium", default=shutil.which("chromium") or shutil.which("chromium-browser"))
     parser.add_argument("--chromedriver", default=shutil.which("chromedriver"))
-    parser.add_argument("--timeout", type=float, default=180.0, help="seconds allowed for each step")
+    parser.add_argument("--timeout", type=float, default=timeout, help="seconds allowed for each step")
+    return parser
+
+
+def parse_browser_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not args.chromium or not args.chromedriver:
         parser.error("needs Chromium and chromedriver on PATH (Debian: apt-get install chromium chromium-driver)")
+    return args
+
+
+def report(name: str, check) -> int:
+    """Run ``check()``; print whether the check called ``name`` passed; its exit status."""
+    try:
+        check()
+    except SmokeFailure as failure:
+        print(f"{name} FAILED: {failure}", file=sys.stderr)
+        return 1
+    print(f"{name} passed")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = browser_parser(__doc__.splitlines()[0], timeout=180.0)
+    parser.add_argument("--notebook", default="notebooks/11_explorer.ipynb", help="path relative to the repository")
+    parser.add_argument("--screenshot", type=Path, default=REPO / "docs" / "explorer.png")
+    args = parse_browser_args(parser, argv)
     if not (REPO / args.notebook).exists():
         parser.error(f"--notebook {args.notebook} does not exist under {REPO}")
-    try:
-        smoke(args.notebook, args.screenshot.resolve(), args.chromium, args.chromedriver, args.timeout)
-    except SmokeFailure as failure:
-        print(f"browser smoke test FAILED: {failure}", file=sys.stderr)
-        return 1
-    print("browser smoke test passed")
-    return 0
+    return report("browser smoke test", lambda: smoke(args.notebook, args.screenshot.resolve(), args.chromium,
+                                                      args.chromedriver, args.timeout))
 
 
 if __name__ == "__main__":

@@ -147,6 +147,18 @@ def test_mutants_together_fail_every_grader_test(exercise_id, mutant_results):
     assert caught == {test.name for test in load_exercise(exercise_id).tests}
 
 
+def test_every_mutant_names_its_mistake_in_one_short_line():
+    """The instructor guide lists each exercise's mutants as its common mistakes, one line each."""
+    for exercise_id, mutants in MUTANTS.items():
+        for mutant in mutants:
+            mistake = mutant.mistake
+            assert isinstance(mistake, str) and mistake.strip(), mutant.name
+            assert mistake[0].islower() and not mistake.endswith("."), f"{mutant.name}: {mistake!r}"
+            assert len(mistake) <= 90 and "\n" not in mistake, f"{mutant.name}: {mistake!r}"
+        mistakes = [mutant.mistake for mutant in mutants]
+        assert len(set(mistakes)) == len(mistakes), f"{exercise_id} repeats a mistake"
+
+
 @pytest.mark.parametrize(
     ("mutant", "blame"),
     [
@@ -280,7 +292,7 @@ def test_endless_loop_scores_zero_at_the_time_limit_after_threaded_torch():
     start = time.monotonic()
     result = grade("ex01_softmax_attention", loop_forever, timeout=5)
     assert time.monotonic() - start < 5 + 5
-    assert (result.score, result.message) == (0, "time limit of 5 s reached")
+    assert (result.score, result.message, result.ran) == (0, "time limit of 5 s reached", True)  # a test ran
     texts = list(feedback(result).values())
     assert texts[0].startswith("time limit of 5 s reached while running this test")
     assert set(texts[1:]) == {"not run: time limit of 5 s reached while running test shape_and_dtype"}
@@ -318,7 +330,7 @@ def test_a_crash_of_the_students_process_is_a_zero_score_with_a_message():
 def test_function_its_process_cannot_load_is_a_zero_score_with_a_message():
     result = grade("ex01_softmax_attention", Unloadable())
     message = "the process running your function could not load it: RuntimeError: cannot be rebuilt here"
-    assert (result.score, result.message) == (0, message)
+    assert (result.score, result.message, result.ran) == (0, message, False)
     assert set(feedback(result).values()) == {f"not run: {message}"}
 
 
@@ -406,6 +418,8 @@ def test_report_marks_failures_and_ends_with_the_score_line():
 def test_result_round_trips_through_a_dict():
     result = GradeResult("ex01_softmax_attention", [TestResult("values", 2, 2, True, "ok", 0.5)], message="m")
     assert GradeResult.from_dict(result.to_dict()) == result
+    unrun = GradeResult("ex01_softmax_attention", [TestResult("values", 0, 2, False, "not run: x", 0.0)], ran=False)
+    assert GradeResult.from_dict(unrun.to_dict()) == unrun
     assert repr(result) == "GradeResult('ex01_softmax_attention', score=2/2, message='m')"
 
 

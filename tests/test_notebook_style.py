@@ -10,8 +10,13 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(
     p for folder in ("notebooks", "solutions", "exercises") for p in (ROOT / folder).glob("*.ipynb")
 )
-APPENDICES = {"03b_kernel_numerics"}  # optional reading: a summary, no interview check of its own
-LESSONS = sorted(p for p in (ROOT / "notebooks").glob("0[1-9]*.ipynb") if p.stem not in APPENDICES)
+NOT_LESSONS = {  # notebooks without the lesson ending, and why
+    "00_start_here": "the map of the course",
+    "03b_kernel_numerics": "optional reading: a summary, no interview check of its own",
+    "10_interview_quiz": "the interview questions themselves",
+    "11_explorer": "the explorer's manual",
+}
+LESSONS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if p.stem not in NOT_LESSONS)
 MAX_CELL_LINES = 20
 REBUILD_MARK = "plain-python rebuild (up to 30 lines allowed)"  # seed 2's loops, re-built in 05b
 MAX_REBUILD_LINES = 30

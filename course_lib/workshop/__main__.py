@@ -1,0 +1,80 @@
+"""python -m course_lib.workshop guide [--check] | measure [NOTEBOOK ...] | doctor | release [--out DIR] |
+slides [--tag] [--out DIR]: the instructor's kit."""
+
+import argparse
+import sys
+from pathlib import Path
+
+import nbformat
+
+from course_lib.workshop import doctor, guide, lessons, measure, release, slides
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_lib.workshop",
+                                     description="The instructor's kit, generated from the notebooks.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    write = commands.add_parser("guide", help=f"write {guide.GUIDE} from the notebooks (run from the repository)")
+    write.add_argument("--check", action="store_true", help="only say whether the committed guide is up to date")
+    timing = commands.add_parser("measure", help="run notebooks and record their minutes in their metadata")
+    timing.add_argument("notebooks", nargs="*", type=Path, help="default: every notebook in notebooks/")
+    commands.add_parser("doctor", help="the participant's pre-flight check: versions, device, kernel, a smoke run")
+    student = commands.add_parser("release", help="the student copy (no solutions, no quiz key): a folder and a zip")
+    student.add_argument("--out", type=Path, default=Path("dist/linear-attention-course"),
+                         help="folder to write; the zip goes beside it (default: dist/linear-attention-course)")
+    decks = commands.add_parser("slides", help="one offline reveal.js deck per notebook (fetches reveal.js once)")
+    decks.add_argument("--tag", action="store_true", help="only give untagged cells of the notebooks a slide type")
+    decks.add_argument("--out", type=Path, default=Path("build/slides"), help="default: build/slides")
+    args = parser.parse_args(argv)
+    root = Path.cwd()
+    if args.command == "slides":
+        return _slides(root, tag_only=args.tag, out=args.out)
+    if args.command == "guide":
+        return _guide(root, check=args.check)
+    if args.command == "doctor":
+        return doctor.run()
+    if args.command == "release":
+        folder, archive = release.build(root, args.out)
+        files = sum(1 for path in folder.rglob("*") if path.is_file())
+        print(f"wrote {folder} ({files} files) and {archive} ({archive.stat().st_size / 2**20:.1f} MiB)")
+        return 0
+    machine = measure.machine_label()
+    for path in args.notebooks or lessons.notebook_paths(root):
+        seconds = measure.run_seconds(path)
+        minutes = measure.record(path, seconds, machine)
+        print(f"{path}: {seconds:.1f} s -> {minutes} teaching minutes")
+    return 0
+
+
+def _slides(root: Path, *, tag_only: bool, out: Path) -> int:
+    paths = lessons.notebook_paths(root)
+    if tag_only:
+        for path in paths:
+            notebook = nbformat.read(path, as_version=4)
+            if slides.tag(notebook):
+                nbformat.write(notebook, path)
+                print(f"tagged {path}")
+        return 0
+    for deck in slides.build(paths, out):
+        print(f"wrote {deck}")
+    return 0
+
+
+def _guide(root: Path, *, check: bool) -> int:
+    found = lessons.problems(root)
+    if found:
+        print("the lesson metadata has problems:\n" + "\n".join(found), file=sys.stderr)
+        return 1
+    text, path = guide.render(root), root / guide.GUIDE
+    if check:
+        fresh = path.exists() and path.read_text(encoding="utf-8") == text
+        print(f"{path} is {'up to date' if fresh else 'stale: run python -m course_lib.workshop guide'}")
+        return 0 if fresh else 1
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""course_lib.workshop: lesson metadata in every notebook, the schedules' minutes, the generated guide."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from course_lib.workshop import guide, lessons, schedules
+from course_lib.workshop.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_notebook_carries_complete_lesson_metadata():
+    assert lessons.problems(ROOT) == []
+
+
+def test_an_exercise_without_stated_minutes_is_reported(course_copy):
+    path = course_copy / "exercises" / "ex07_rope.ipynb"
+    notebook = json.loads(path.read_text())
+    notebook["metadata"]["course_lib"].pop("minutes")
+    path.write_text(json.dumps(notebook))
+    found = lessons.problems(course_copy)
+    assert "exercises/ex07_rope.ipynb: 'course_lib.minutes' must be a positive whole number, got 0" in found
+    assert any(line.startswith("07_order_of_dishes: exercise_minutes is 25") for line in found)
+
+
+def test_teaching_minutes_follow_the_stated_rule():
+    assert lessons.teaching_minutes(30, 1200, 10) == 16  # 0.5 + 10 + 5 = 15.5, rounded up
+    assert lessons.teaching_minutes(60, 0, 0) == 1
+
+
+@pytest.fixture
+def course_copy(tmp_path):
+    """A copy of the notebooks and exercises whose metadata a test may break."""
+    for folder in ("notebooks", "exercises"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    return tmp_path
+
+
+def rewrite(root: Path, stem: str, change) -> None:
+    path = root / "notebooks" / f"{stem}.ipynb"
+    notebook = json.loads(path.read_text())
+    change(notebook["metadata"])
+    path.write_text(json.dumps(notebook))
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda meta: meta.pop("course"), "05_the_ledger: no 'course' block"),
+    (lambda meta: meta["course"].update(prerequisites=["04_missing"]), "prerequisite '04_missing' is not a notebook"),
+    (lambda meta: meta["course"].update(exercises=["ex99_nothing"]), "exercise 'ex99_nothing' is not in exercises/"),
+    (lambda meta: meta["course"].update(keypoints=[]), "'keypoints' is empty"),
+    (lambda meta: meta["course"].update(interview=["Q11"]), "interview id 'Q11'"),
+    (lambda meta: meta["course"].update(teaching_minutes=1), "teaching_minutes is 1, the rule gives"),
+    (lambda meta: meta["course"].update(exercise_minutes=0), "exercise_minutes is 0, its exercises' minutes add up"),
+    (lambda meta: meta["course"].pop("run_seconds"), "'run_seconds' (> 0) and 'measured_on'"),
+], ids=["no block", "prerequisite", "exercise", "empty keypoints", "interview id", "minutes", "exercise minutes",
+        "not measured"])
+def test_broken_metadata_is_reported_by_name(course_copy, change, expected):
+    rewrite(course_copy, "05_the_ledger", change)
+    found = lessons.problems(course_copy)
+    assert any(expected in line and line.startswith("05_the_ledger") for line in found), found
+
+
+@pytest.mark.parametrize("plan", schedules.PLANS, ids=[plan.name for plan in schedules.PLANS])
+def test_every_schedule_adds_up_to_its_days(plan):
+    known, exercises = lessons.load_lessons(ROOT), lessons.exercise_minutes(ROOT)
+    rows = schedules.build(plan, known, exercises)
+    for day in range(1, len(plan.days) + 1):
+        today = [row for row in rows if row.day == day]
+        assert sum(row.minutes for row in today) == plan.minutes_per_day
+        assert today[0].start == plan.start and all(row.minutes > 0 for row in today)
+        clock = [int(row.start[:2]) * 60 + int(row.start[3:]) for row in today]
+        assert all(b - a == row.minutes for a, b, row in zip(clock, clock[1:], today))
+    for row in rows:
+        if row.kind in ("lesson", "exercise"):
+            assert row.minutes == (known[row.what].teaching_minutes if row.kind == "lesson" else exercises[row.what])
+
+
+def test_a_plan_that_does_not_fit_its_day_is_refused():
+    known = lessons.load_lessons(ROOT)
+    crowded = schedules.Plan("crowded", minutes_per_day=60, days=((schedules.lesson("08_when_it_pays"),
+                                                                  schedules.OPENING),))
+    with pytest.raises(ValueError, match="crowded, day 1: the blocks need"):
+        schedules.build(crowded, known, lessons.exercise_minutes(ROOT))
+
+
+def test_the_committed_guide_is_the_generated_one():
+    committed = (ROOT / guide.GUIDE).read_text(encoding="utf-8")
+    assert committed == guide.render(ROOT), "docs/instructor_guide.md is stale: run python -m course_lib.workshop guide"
+
+
+def test_the_guide_names_every_exercise_mistake_and_interview_question():
+    text = guide.render(ROOT)
+    mutants = guide.load_mutants(ROOT)
+    known = lessons.load_lessons(ROOT)
+    linked = {exercise for lesson in known.values() for exercise in lesson.meta["exercises"]}
+    assert set(mutants) <= linked  # every graded exercise is reached from a lesson
+    for exercise_id in linked:
+        for mutant in mutants.get(exercise_id, []):
+            assert mutant.mistake in text, (exercise_id, mutant.name)
+    prompts = guide.interview_prompts(ROOT)
+    assert sorted(prompts) == sorted(lessons.INTERVIEW_IDS)
+    assert all(prompt in text for prompt in prompts.values())
+
+
+def test_guide_check_fails_on_a_stale_guide(tmp_path, monkeypatch, capsys):
+    for folder in ("notebooks", "exercises", "solutions", "tests"):  # the mutants read the quiz key
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / guide.GUIDE).write_text("# an old guide\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["guide", "--check"]) == 1 and "stale" in capsys.readouterr().out
+    assert main(["guide"]) == 0 and main(["guide", "--check"]) == 0
+
+
+def test_the_student_copy_has_the_course_and_nothing_of_the_solutions(tmp_path):
+    import zipfile
+
+    from course_lib.workshop import release
+
+    folder, archive = release.build(ROOT, tmp_path / "student")
+    names = {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()}
+    assert {"README.md", "Makefile", "pyproject.toml", "course_lib/__init__.py", "benchmarks/results/bench_cpu.json",
+            "notebooks/05_the_ledger.ipynb", "exercises/ex01_softmax_attention.ipynb"} <= names
+    assert not any(name.startswith(("solutions/", "tests/", ".venv/")) or name.endswith("quiz_key.json")
+                   for name in names)
+    assert release.leaks(folder, ROOT) == []
+    with zipfile.ZipFile(archive) as packed:
+        assert {name.removeprefix("student/") for name in packed.namelist() if not name.endswith("/")} == names
+
+
+def test_a_leaked_solution_is_found(tmp_path):
+    from course_lib.workshop import release
+
+    (tmp_path / "exercises").mkdir()
+    shutil.copy(ROOT / "solutions" / "ex01_softmax_attention.ipynb", tmp_path / "exercises" / "copied.ipynb")
+    (tmp_path / "notes.ipynb").write_text('{"cells": [{"source": "# BEGIN SOLUTION: x"}]}')
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "solutions" / "quiz_key.json").write_text("{}")
+    found = "\n".join(release.leaks(tmp_path, ROOT))
+    assert "exercises/copied.ipynb: the same bytes as solutions/ex01_softmax_attention.ipynb" in found
+    assert "notes.ipynb: holds a '# BEGIN SOLUTION' region" in found
+    assert "solutions/quiz_key.json: a file under solutions/" in found
+
+
+def test_doctor_passes_here_and_names_what_to_fix(monkeypatch, capsys):
+    from course_lib.workshop import doctor
+
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "ok  device: " in out and "smoke run: causal linear attention = oracle" in out and "all good" in out
+    monkeypatch.setattr(doctor.importlib.metadata, "version",
+                        lambda name: "0.1" if name == "torch" else importlib_version(name))
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "FIX torch 0.1 (needs >=2.2)" in out and "- upgrade it: pip install 'torch>=2.2'" in out
+
+
+def importlib_version(name: str) -> str:
+    import importlib.metadata
+
+    return importlib.metadata.distribution(name).version
+
+
+def test_binder_builds_from_environment_yml_alone():
+    """repo2docker picks the first configuration it finds: binder/ or .binder/ first, then these files.
+    Only environment.yml must be there, with the course installed from the repository and the widgets."""
+    import yaml
+
+    competing = ["binder", ".binder", "requirements.txt", "Pipfile", "Pipfile.lock", "setup.py", "Project.toml",
+                 "install.R", "apt.txt", "postBuild", "start", "runtime.txt", "Dockerfile"]
+    assert [name for name in competing if (ROOT / name).exists()] == []
+    entries = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
+    names = {entry.split(">")[0].split("=")[0] for entry in entries if isinstance(entry, str)}
+    assert {"python", "pip", "jupyterlab", "ipykernel", "ipywidgets", "pytorch"} <= names
+    assert [entry["pip"] for entry in entries if isinstance(entry, dict)] == [["-e ."]]  # a local requirement
+    assert "make release" in (ROOT / "docs" / "setup.md").read_text()
+
+
+def test_the_slide_rule_marks_headings_derivations_plots_and_verdicts():
+    import nbformat
+
+    from course_lib.workshop import slides
+
+    cells = [nbformat.v4.new_markdown_cell("# 05 · Title"), nbformat.v4.new_markdown_cell("plain prose"),
+             nbformat.v4.new_markdown_cell("## 2 · A section"), nbformat.v4.new_markdown_cell("so $$a = b$$ follows"),
+             nbformat.v4.new_code_cell("plt.show()", outputs=[nbformat.v4.new_output(
+                 "display_data", data={"image/png": "iVBOR", "text/plain": "<Figure>"})]),
+             nbformat.v4.new_markdown_cell("**The verdict.** It holds."), nbformat.v4.new_code_cell("x = 1"),
+             nbformat.v4.new_markdown_cell("<details>answers</details>"), nbformat.v4.new_markdown_cell("### kept")]
+    cells[7].metadata["tags"] = ["interview-answers"]
+    cells[8].metadata["slideshow"] = {"slide_type": "fragment"}  # an author's choice stays
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    assert slides.tag(notebook) == 8
+    kinds = [cell.metadata["slideshow"]["slide_type"] for cell in notebook.cells]
+    assert kinds == ["slide", "-", "slide", "subslide", "subslide", "subslide", "-", "skip", "fragment"]
+
+
+def test_every_notebook_cell_has_a_slide_type():
+    import nbformat
+
+    valid = {"slide", "subslide", "fragment", "-", "skip", "notes"}
+    for path in lessons.notebook_paths(ROOT):
+        notebook = nbformat.read(path, as_version=4)
+        kinds = [cell.metadata.get("slideshow", {}).get("slide_type") for cell in notebook.cells]
+        assert set(kinds) <= valid, f"{path.name}: run python -m course_lib.workshop slides --tag"
+        assert kinds[0] == "slide", path.name
+
+
+def test_a_deck_loads_every_script_from_the_local_vendor_folder(tmp_path):
+    import re
+
+    from course_lib.workshop import slides
+
+    for name in slides.VENDOR:  # the packages' folders, as npm leaves them (the build only links to them)
+        (tmp_path / "vendor" / "node_modules" / name).mkdir(parents=True)
+    (deck,) = slides.build([ROOT / "notebooks" / "05_the_ledger.ipynb"], tmp_path)
+    html = deck.read_text()
+    remote = re.findall(r'<script[^>]+src="(https?://[^"]+)"|<link[^>]+href="(https?://[^"]+)"', html)
+    assert remote == [], remote
+    for name in ("reveal.js/dist/reveal.js", "requirejs/require.js", "mathjax/MathJax.js", "jquery/dist/jquery.min.js"):
+        assert f"vendor/node_modules/{name}" in html, name
+    assert html.count('class="slides"') == 1 and "<section" in html
