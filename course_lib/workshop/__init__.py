@@ -1,9 +1,11 @@
-"""The instructor's kit, generated from the notebooks themselves (issue: the workshop).
+"""The instructor's kit, generated from the notebooks themselves, so it cannot drift from the course.
 
 * ``lessons``: the ``course`` block in every notebook's metadata (questions, objectives, key
-  points, minutes, prerequisites, exercises), read and checked;
+  points, minutes, prerequisites, exercises), read and checked; ``measure`` re-times the notebooks;
 * ``schedules``: three workshop schedules built from those minutes;
-* ``guide``: ``docs/instructor_guide.md``, written from the lessons, the schedules and the
-  graders' known mistakes;
-* ``python -m course_lib.workshop guide | measure`` (``__main__``).
+* ``guide``: ``docs/instructor_guide.md``, written from the lessons, the schedules and the graders'
+  known mistakes;
+* ``doctor``: the participants' pre-flight check; ``release``: the student copy; ``slides``: one
+  offline reveal.js deck per notebook;
+* the command line: ``python -m course_lib.workshop guide | measure | doctor | release | slides``.
 """

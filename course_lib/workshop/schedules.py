@@ -102,8 +102,9 @@ def build(plan: Plan, lessons: dict[str, Lesson], exercises: dict[str, int]) -> 
         if need > plan.minutes_per_day:
             raise ValueError(f"{plan.name}, day {day}: the blocks need {need} min, the day has {plan.minutes_per_day}")
         slack = plan.minutes_per_day - need
-        if slack:  # before the closing block
-            timed.insert(len(timed) - 1, (Block("slack", "questions, catch-up, buffer"), slack))
+        if slack:  # before the day's closing block, or at its end
+            closing = [i for i, (block, _) in enumerate(timed) if block.kind == "closing"]
+            timed.insert(closing[-1] if closing else len(timed), (Block("slack", "questions, catch-up, buffer"), slack))
         for block, minutes in timed:
             rows.append(Row(day, _clock(plan.start, spent), minutes, block.kind, block.what))
             spent += minutes
