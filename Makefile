@@ -12,7 +12,7 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 STAMP := $(VENV)/.installed-stamp
 NOTEBOOKS := $(wildcard notebooks/*.ipynb) $(wildcard solutions/*.ipynb)
 
-.PHONY: install lab test test-browser notebooks exercises guide release slides clean
+.PHONY: install lab test test-browser test-hub hub hub-install notebooks exercises guide release slides clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,51 @@ release: install
 # jQuery fetched once from npm into build/slides/vendor/: the decks open offline from the file system.
 slides: install
 	$(BIN)/python -m course_lib.workshop slides --out build/slides
+
+# A workshop room on one server (docs/setup.md, "One shared server"), run as root. JupyterHub, the
+# first-use authenticator and the idle culler (PyPI), configurable-http-proxy (npm), PyTorch and the
+# student copy of the course all go to HUB_PREFIX, in an environment built from the system's Python
+# (HUB_PYTHON) so that every participant's account can run it: .venv's Python may sit in a home only its
+# owner can enter. Each `make hub` refreshes the student copy and the installed course_lib; the
+# participants' own copies (made at their first start) are kept.
+HUB_PREFIX ?= /srv/linear-attention-course
+HUB_PYTHON ?= /usr/bin/python3
+PARTICIPANTS ?= participants.txt
+HUB_IP ?= 127.0.0.1
+HUB_PORT ?= 8000
+HUB_MEM ?= 4G
+HUB_CPUS ?= 1
+HUB_IDLE_S ?= 3600
+HUB_BIN := $(HUB_PREFIX)/venv/bin
+HUB_STAMP := $(HUB_PREFIX)/venv/.installed-stamp
+
+$(HUB_STAMP): pyproject.toml
+	@test "$$(id -u)" = 0 || { echo "the hub needs root: it creates a Unix account per participant"; exit 1; }
+	$(HUB_PYTHON) -m venv $(HUB_PREFIX)/venv
+	$(HUB_BIN)/python -m pip install "$(TORCH_SPEC)" || $(HUB_BIN)/python -m pip install torch
+	$(HUB_BIN)/python -m pip install ".[hub]"
+	npm install --no-save --prefix $(HUB_PREFIX)/proxy configurable-http-proxy@5
+	touch $@
+
+hub-install: install $(HUB_STAMP)
+	$(BIN)/python -m course_lib.workshop release --out $(HUB_PREFIX)/course
+	$(HUB_BIN)/python -m pip install --no-deps --force-reinstall "$(HUB_PREFIX)/course"
+	chmod -R a+rX $(HUB_PREFIX)/venv $(HUB_PREFIX)/course $(HUB_PREFIX)/proxy
+
+# PARTICIPANTS: one user name per line, `name admin` for instructors (docs/setup.md). HUB_IP=0.0.0.0 opens it to
+# the room's network (put TLS in front: docs/setup.md). Stop it with Ctrl-C (the servers stop with it).
+hub: hub-install
+	@test -f "$(PARTICIPANTS)" || { echo "PARTICIPANTS=$(PARTICIPANTS): no such file (one user name per line)"; exit 1; }
+	install -d -m 0700 $(HUB_PREFIX)/state
+	cd $(HUB_PREFIX)/state && WORKSHOP_PREFIX=$(HUB_PREFIX) WORKSHOP_STATE=$(HUB_PREFIX)/state \
+	  WORKSHOP_PARTICIPANTS=$(abspath $(PARTICIPANTS)) WORKSHOP_IP=$(HUB_IP) WORKSHOP_PORT=$(HUB_PORT) \
+	  WORKSHOP_MEM_LIMIT=$(HUB_MEM) WORKSHOP_CPU_LIMIT=$(HUB_CPUS) WORKSHOP_IDLE_TIMEOUT=$(HUB_IDLE_S) \
+	  $(HUB_BIN)/jupyterhub -f $(CURDIR)/course_lib/workshop/jupyterhub_config.py
+
+# The hub end to end (tests/test_hub.py): three participants, their servers, a notebook in one kernel,
+# isolation, limits, first-use passwords, the culler; timings printed. Root only (.ci/run says when it skips).
+test-hub: hub-install
+	HUB_PREFIX=$(HUB_PREFIX) $(BIN)/python -m pytest tests/test_hub.py -s -p no:xdist
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis dist build

@@ -1,4 +1,6 @@
-"""Shared test inputs: seeded q, k, v."""
+"""Shared test inputs: seeded q, k, v; a free port."""
+
+import socket
 
 import torch
 
@@ -16,3 +18,10 @@ def make_qkv(
     v = torch.randn(*batch, m, dv, generator=g, dtype=dtype)
     return q.to(device), k.to(device), v.to(device)
 
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -10,7 +10,6 @@ import os
 import secrets
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 20.0
@@ -34,12 +34,6 @@ def lab_command() -> list[str]:
     lab_lines = [argv for argv in lines if len(argv) >= 2 and argv[0].endswith("jupyter") and argv[1] == "lab"]
     assert len(lab_lines) == 1, f"expected one `jupyter lab` line in `make -n lab`, got:\n{dry_run}"
     return lab_lines[0]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(url: str) -> tuple[int, bytes]:

@@ -7,5 +7,8 @@
   known mistakes;
 * ``doctor``: the participants' pre-flight check; ``release``: the student copy; ``slides``: one
   offline reveal.js deck per notebook;
+* ``room`` and ``hub``: a workshop room on one server (``make hub``): the participants, their
+  private copies and limits (``room``, no JupyterHub needed) and the JupyterHub configuration
+  (``hub``, the ``hub`` extra; ``jupyterhub_config.py`` is the file ``jupyterhub -f`` reads);
 * the command line: ``python -m course_lib.workshop guide | measure | doctor | release | slides``.
 """
