@@ -1,6 +1,8 @@
-"""Shared test inputs: seeded q, k, v; a free port."""
+"""Shared test inputs: seeded q, k, v; a free port; the sanitizer nbval compares outputs through."""
 
+import re
 import socket
+from pathlib import Path
 
 import torch
 
@@ -25,3 +27,15 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+SANITIZE_FILE = Path(__file__).with_name("nbval_sanitize.cfg")
+
+
+def sanitize(text: str) -> str:
+    """What nbval compares of a checked cell's output: ``text`` through tests/nbval_sanitize.cfg, in order."""
+    from nbval.plugin import get_sanitize_patterns
+
+    for regex, replace in get_sanitize_patterns(SANITIZE_FILE.read_text()):
+        text = re.sub(regex, replace, text)
+    return text

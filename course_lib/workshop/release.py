@@ -1,7 +1,8 @@
 """``make release``: the student copy — what participants get — as a folder and a zip.
 
 It holds the files git tracks under ``INCLUDED`` (notebooks, exercises, ``course_lib``, the
-committed benchmark results the notebooks read, the README and the install files) and nothing
+committed benchmark results the notebooks read, the README, the install files and the nbval
+sanitizer that ``pyproject.toml`` names) and nothing
 of ``solutions/``: no solution notebook, no quiz key, no ``# BEGIN SOLUTION`` region.
 ``leaks(folder, root)`` lists anything of ``solutions/`` found in a copy; ``build`` refuses to
 finish while there is any. Without ``solutions/quiz_key.json`` the quiz records answers instead
@@ -13,7 +14,8 @@ import subprocess
 from pathlib import Path
 
 INCLUDED = ("README.md", "pyproject.toml", "environment.yml", "Makefile", "course_lib", "notebooks",
-            "exercises", "benchmarks/results", "docs")
+            "exercises", "benchmarks/results", "docs",
+            "tests/nbval_sanitize.cfg")  # pyproject's addopts name it: pytest over the notebooks needs it
 SOLUTION_MARK = "# BEGIN SOLUTION"
 
 
