@@ -22,11 +22,23 @@ def make_qkv(
 
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+def free_port(*, also_free_after: int = 0) -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now, and the ``also_free_after`` ports after it too."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if all(_bindable(port + k) for k in range(1, also_free_after + 1)):
+            return port
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 SANITIZE_FILE = Path(__file__).with_name("nbval_sanitize.cfg")

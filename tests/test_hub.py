@@ -19,7 +19,6 @@ import re
 import secrets
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -65,10 +64,9 @@ def remove_accounts() -> list[str]:
     left = [f"account {name}" for name in (INSTRUCTOR, *PARTICIPANTS) if name in {u.pw_name for u in pwd.getpwall()}]
     for controller in ("memory", "cpu"):
         try:
-            base = room.own_cgroup(controller, Path("/proc/self/cgroup").read_text()).lstrip("/")
+            group = room.room_cgroup(controller)
         except KeyError:
             continue
-        group = room.CGROUP_ROOT / controller / base / room.CGROUP_GROUP
         for folder in sorted(group.glob("hubtest-*")):
             try:
                 folder.rmdir()
@@ -83,9 +81,7 @@ class Hub:
     """A hub process and the admin service token it was started with."""
 
     def __init__(self, state: Path):
-        self.port = free_port()
-        while any(free_port() == self.port + k for k in (1, 2)):  # hub API and proxy API take port+1, +2
-            self.port = free_port()
+        self.port = free_port(also_free_after=2)  # the hub's API and the proxy's API take port + 1 and + 2
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = secrets.token_hex(32)
         participants = state / "participants.txt"
@@ -227,9 +223,7 @@ def run_in_kernel(hub: Hub, user: str, notebook: str, cells: list[str]) -> list[
 def peak_memory(user: str) -> int | None:
     """The most memory ``user``'s cgroup (server and kernels) has held, in bytes; None without cgroup limits."""
     try:
-        base = room.own_cgroup("memory", Path("/proc/self/cgroup").read_text()).lstrip("/")
-        group = room.CGROUP_ROOT / "memory" / base / room.CGROUP_GROUP / user
-        return int((group / "memory.max_usage_in_bytes").read_text())
+        return int((room.room_cgroup("memory") / user / "memory.max_usage_in_bytes").read_text())
     except (KeyError, OSError):
         return None
 
@@ -295,18 +289,19 @@ def test_a_participants_kernel_lives_under_the_memory_and_cpu_limits(hub, server
         pytest.skip(f"this machine cannot enforce the limits: {reason}")
     alice = servers[0]
     code = ("import subprocess, sys\n"
-            "lines = dict(line.split(':', 2)[1:] for line in open('/proc/self/cgroup').read().splitlines())\n"
-            "memory = [p for c, p in lines.items() if 'memory' in c.split(',')][0]\n"
-            "cpu = [p for c, p in lines.items() if 'cpu' in c.split(',')][0]\n"
-            "print(memory.rsplit('/', 2)[-2:], cpu.rsplit('/', 2)[-2:])\n"
-            "print(open(f'/sys/fs/cgroup/memory{memory}/memory.limit_in_bytes').read().strip())\n"
-            "print(open(f'/sys/fs/cgroup/cpu{cpu}/cpu.cfs_quota_us').read().strip())\n"
+            "from pathlib import Path\n"
+            "from course_lib.workshop.room import CGROUP_ROOT, own_cgroup\n"
+            "mine = Path('/proc/self/cgroup').read_text()\n"
+            "memory, cpu = (CGROUP_ROOT / c / own_cgroup(c, mine).lstrip('/') for c in ('memory', 'cpu'))\n"
+            "print(memory.parts[-2:], cpu.parts[-2:])\n"
+            "print((memory / 'memory.limit_in_bytes').read_text().strip())\n"
+            "print((cpu / 'cpu.cfs_quota_us').read_text().strip())\n"
             "for gib in (0.5, 3):\n"
             "    grab = f\"b = b'x' * int({gib} * 2**30); print(len(b) > 0)\"\n"
             "    print(gib, subprocess.run([sys.executable, '-c', grab], capture_output=True).returncode)\n")
     lines = printed(hub, alice, code).split("\n")
-    group = [room.CGROUP_GROUP, alice]
-    assert lines[0] == f"{group} {group}"
+    group = (room.CGROUP_GROUP, alice)
+    assert lines[0] == f"{group} {group}", "the kernel must sit in its participant's own cgroups"
     assert lines[1:3] == [str(MEM_LIMIT), str(int(CPU_LIMIT * room.CPU_PERIOD_US))]
     assert lines[3:] == ["0.5 0", "3 -9"], "under the limit a child runs; past it the OOM killer stops it"
 

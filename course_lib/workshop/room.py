@@ -63,8 +63,8 @@ def parse_size(text: str, *, name: str) -> int:
     return int(float(match[1]) * SIZE_UNITS[match[2].upper()])
 
 
-def _positive(environ: dict, name: str, default: str, kind: type) -> float:
-    text = environ.get(name, default)
+def _positive(environ: dict, name: str, default: int | float, kind: type) -> int | float:
+    text = environ.get(name, str(default))
     try:
         value = kind(text)
     except ValueError:
@@ -104,10 +104,10 @@ class RoomSettings:
             state=Path(environ["WORKSHOP_STATE"]),
             participants=read_participants(participants_file),
             ip=environ.get("WORKSHOP_IP", cls.ip),
-            port=int(_positive(environ, "WORKSHOP_PORT", str(cls.port), int)),
-            mem_limit=parse_size(environ.get("WORKSHOP_MEM_LIMIT", "4G"), name="WORKSHOP_MEM_LIMIT"),
-            cpu_limit=float(_positive(environ, "WORKSHOP_CPU_LIMIT", str(cls.cpu_limit), float)),
-            idle_timeout=int(_positive(environ, "WORKSHOP_IDLE_TIMEOUT", str(cls.idle_timeout), int)),
+            port=_positive(environ, "WORKSHOP_PORT", cls.port, int),
+            mem_limit=parse_size(environ.get("WORKSHOP_MEM_LIMIT", str(cls.mem_limit)), name="WORKSHOP_MEM_LIMIT"),
+            cpu_limit=_positive(environ, "WORKSHOP_CPU_LIMIT", cls.cpu_limit, float),
+            idle_timeout=_positive(environ, "WORKSHOP_IDLE_TIMEOUT", cls.idle_timeout, int),
             api_token=environ.get("WORKSHOP_API_TOKEN") or None,
         )
 
@@ -140,6 +140,14 @@ def own_cgroup(controller: str, proc_cgroup: str) -> str:
     raise KeyError(controller)
 
 
+def room_cgroup(controller: str, *, root: Path = CGROUP_ROOT, proc_cgroup: str | None = None) -> Path:
+    """The room's cgroup of ``controller`` (each user's is a folder in it), under this process's own
+    (``proc_cgroup``: the text of /proc/self/cgroup, read when None); KeyError as ``own_cgroup``."""
+    if proc_cgroup is None:
+        proc_cgroup = Path("/proc/self/cgroup").read_text()
+    return root / controller / own_cgroup(controller, proc_cgroup).lstrip("/") / CGROUP_GROUP
+
+
 class LimitsUnavailable(RuntimeError):
     """This machine gives the hub no writable cgroup v1 memory and cpu controllers."""
 
@@ -153,15 +161,11 @@ def prepare_limits(user: str, *, memory_bytes: int, cpus: float, root: Path = CG
     swap (no swapping past the limit); the kernel's OOM killer then stops the largest process in the
     group, which is the participant's own. CPU: a CFS quota of ``cpus`` periods. Raises
     LimitsUnavailable with the reason when the machine does not allow it."""
-    if proc_cgroup is None:
-        proc_cgroup = Path("/proc/self/cgroup").read_text()
-    folders = []
     try:
-        for controller in ("memory", "cpu"):
-            base = own_cgroup(controller, proc_cgroup).lstrip("/")
-            folder = root / controller / base / CGROUP_GROUP / user
+        folders = tuple(room_cgroup(controller, root=root, proc_cgroup=proc_cgroup) / user
+                        for controller in ("memory", "cpu"))
+        for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
-            folders.append(folder)
         memory, cpu = folders
         (memory / "memory.limit_in_bytes").write_text(str(memory_bytes))
         if (memory / "memory.memsw.limit_in_bytes").exists():
@@ -172,7 +176,7 @@ def prepare_limits(user: str, *, memory_bytes: int, cpus: float, root: Path = CG
         raise LimitsUnavailable(f"no cgroup v1 {missing} controller in /proc/self/cgroup") from None
     except OSError as error:
         raise LimitsUnavailable(f"cannot set cgroup limits: {error}") from None
-    return tuple(folders)
+    return folders
 
 
 def join(folders: tuple[Path, ...]) -> None:
