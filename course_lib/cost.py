@@ -3,8 +3,10 @@
 Counted, for attention over n queries and m keys (d-dim queries and keys, f features, dv-dim
 values), in MACs of the matrix products (a FLOP count is twice a MAC count):
 
-* ``macs_softmax``: q kᵀ and weights @ v, n·m·(d + dv); the masked half of a causal softmax
-  included (a dense product computes it anyway);
+* ``macs_softmax``: q kᵀ and weights @ v, n·m·(d + dv), the masked half of a causal softmax
+  included (a dense product computes it anyway); ``causal=True`` counts only the unmasked half,
+  n·m·(d + dv)/2, the count a causal comparison uses: against it the causal chunked form with
+  f = dv = d breaks even at N* = 2(d + C), not d + C;
 * ``macs_linear``: S = φ(K)ᵀV and φ(Q)S, (n + m)·f·dv;
 * ``macs_causal_chunked``: the causal chunked form, ``macs_linear`` plus the C×C block of every
   chunk, tril(Q_c K_cᵀ) and its product with V_c (masked half included), N·C·(f + dv) when C
@@ -35,13 +37,18 @@ def _require_ints(low: int, **sizes: int) -> None:
             raise ValueError(f"{name} must be an int >= {low}, got {size!r}")
 
 
-def macs_softmax(n: int, m: int, d: int, dv: int) -> int:
+def macs_softmax(n: int, m: int, d: int, dv: int, *, causal: bool = False) -> int:
     """n·m·(d + dv) MACs of softmax(q kᵀ/√d) v: scores q kᵀ (n·m·d), then weights @ v (n·m·dv).
 
     Self-attention (n = m = N, dv = d): the article's 2N²d "multiplications" (notebook 01).
+    ``causal=True``: half of it, ⌊n·m·(d + dv)/2⌋, the pairs a causal kernel need not compute
+    (the diagonal's n·(d + dv) is lower order, not counted); compare causal forms with this.
     """
     _require_ints(1, n=n, m=m, d=d, dv=dv)
-    return n * m * d + n * m * dv
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal must be a bool (count only the unmasked half?), got {causal!r}")
+    full = n * m * d + n * m * dv
+    return full // 2 if causal else full
 
 
 def macs_linear(n: int, m: int, f: int, dv: int) -> int:

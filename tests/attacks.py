@@ -4,8 +4,8 @@
 ``softmax_attention``; the exercise stub scores 0). ``tests/test_attacks.py`` grades them in
 one batch beside honest submissions and checks that none earns more than its honest
 equivalent — the stub, or for the attacks in ``ANSWER_ZEROS``, which hand in zeros and cheat
-to have them accepted, an honest submission of zeros (3/10: the right shape, and nothing
-leaks from the future) — and that none changes another submission's score, the
+to have them accepted, an honest submission of zeros (0/10: the right shape, and nothing
+leaks from the future, but a property's points need an answer computed from q, k and v) — and that none changes another submission's score, the
 instructor's files or the installation, and the batch ends in time. Each attack is from
 issue 13's list; the comment names what it tried.
 """

@@ -5,7 +5,9 @@ tests the mistake is meant to fail, ``mistake`` says in plain words what the wro
 does (one line, for the instructor guide's common mistakes). tests/test_grading.py checks that
 every mutant loses points, fails its targets, and that together they fail every test.
 ``ALTERNATIVES[exercise_id]`` are correct answers unlike the solution (other
-random draws, other formulas), which must score full marks. The rest cheat
+random draws, other formulas), which must score full marks. ``TRIVIAL[exercise_id]`` are
+answers of the right shape that compute nothing (zeros, a copy of an input, random numbers),
+which must score 0: a property's points need an answer computed from the inputs. The rest cheat
 through their inputs, hang, crash, print, or cannot be unpickled.
 """
 
@@ -493,10 +495,6 @@ def ex09_same_features_every_redraw(q, k, v, num_features, redraws, generator):
     return _bias_and_noise(q, k, v, num_features, redraws, generator, fresh=False)
 
 
-def ex09_against_mean_kernel(q, k, v, num_features, redraws, generator):
-    return _bias_and_noise(q, k, v, num_features, redraws, generator, target="mean_kernel")
-
-
 def ex09_summarised_over_entries(q, k, v, num_features, redraws, generator):
     bias, noise = _bias_and_noise(q, k, v, num_features, redraws, generator)
     return bias.pow(2).mean().sqrt(), noise.pow(2).mean().sqrt()  # two numbers, not [..., n, dv]
@@ -506,13 +504,18 @@ def ex09_global_rng(q, k, v, num_features, redraws, generator):
     return _bias_and_noise(q, k, v, num_features, redraws, None)
 
 
-def _cost_model(*, flops=1, softmax="both", products=2, projections=2, chunks="all", rounding="ceil"):
+def _cost_model(
+    *, flops=1, softmax="both", products=2, projections=2, chunks="all", rounding="ceil", normaliser=False,
+    causal_half=True,
+):
     """A configurable ex10 cost model (cost_model() -> dict of the three functions); defaults are right.
 
     ``flops=2`` counts FLOPs; ``softmax``: "both" (N²(d + dv)), "scores" (N²d), "2d" (2N²d whatever dv);
     ``products``: 2 or 1 product of linear attention counted; ``projections``: how many of
     FAVOR+'s x ωᵀ are counted (0 ignores the feature map); ``chunks``: "all" (N·C·(f + dv)),
-    "one" (a single C×C block) or "none"; ``rounding``: "ceil", "floor", "round" or "float".
+    "one" (a single C×C block) or "none"; ``rounding``: "ceil", "floor", "round" or "float";
+    ``normaliser=True`` counts the normaliser's 2·N·f too (a convention the grader accepts);
+    ``causal_half=False`` compares the causal chunked form with the full softmax count.
     """
 
     def macs_softmax(n, d, dv):
@@ -521,13 +524,14 @@ def _cost_model(*, flops=1, softmax="both", products=2, projections=2, chunks="a
 
     def macs_linear(n, d, dv, f, *, projections=False, chunk=None):
         total = products * n * f * dv + (projections_counted * n * d * f if projections else 0)
+        total += 2 * n * f if normaliser else 0
         if chunk is not None and chunks != "none":
             total += (n * chunk if chunks == "all" else chunk * chunk) * (f + dv)
         return flops * total
 
     def predicted_crossover(d, dv, f, *, projections=False, chunk=None):
         per_token = macs_linear(1, d, dv, f, projections=projections, chunk=chunk)
-        per_pair = macs_softmax(1, d, dv)
+        per_pair = macs_softmax(1, d, dv) / (2 if chunk is not None and causal_half else 1)  # causal: unmasked half
         if chunk is not None and chunks == "one":
             per_token = macs_linear(1, d, dv, f, projections=projections)  # its constant block ignored
         quotient = per_token / per_pair
@@ -551,6 +555,8 @@ ex10_counts_flops = _ex10("ex10_counts_flops", flops=2)  # every count doubled; 
 ex10_softmax_scores_only = _ex10("ex10_softmax_scores_only", softmax="scores")
 ex10_softmax_2n2d = _ex10("ex10_softmax_2n2d", softmax="2d")  # the article's 2N²d, wrong once dv != d
 ex10_linear_one_product = _ex10("ex10_linear_one_product", products=1)
+ex10_causal_vs_full_softmax = _ex10("ex10_causal_vs_full_softmax", causal_half=False)  # N* = d + C, not 2(d + C)
+ex10_counts_normaliser = _ex10("ex10_counts_normaliser", normaliser=True)  # a convention: full marks
 ex10_no_feature_cost = _ex10("ex10_no_feature_cost", projections=0)  # the explorer's old N = m
 ex10_one_projection = _ex10("ex10_one_projection", projections=1)
 ex10_one_chunk_block = _ex10("ex10_one_chunk_block", chunks="one")
@@ -587,11 +593,15 @@ def _quiz_mistake(question_id: str) -> str:
 
 
 def _delta_rule(q, k, v, beta, *, use_beta=True, read_first=False, normalise=True, sign=1.0, carry=True,
-                transposed_read=False, final_read=False):
-    """A configurable recurrent delta rule the ex11 mutants are built from; the defaults give the right answer."""
+                transposed_read=False, final_read=False, float32_ledger=False):
+    """A configurable recurrent delta rule the ex11 mutants are built from; the defaults give the right answer.
+
+    ``float32_ledger``: the natural start ``S = torch.zeros(d, dv)``, float32 whatever the inputs are.
+    """
     if normalise:
         q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
     S = q.new_zeros(*q.shape[:-2], q.shape[-1], v.shape[-1])  # [..., d, dv]
+    S = torch.zeros(q.shape[-1], v.shape[-1]) if float32_ledger else S
     outputs = []
     for t in range(q.shape[-2]):
         q_t, k_t, v_t = q[..., t, :], k[..., t, :], v[..., t, :]
@@ -606,6 +616,10 @@ def _delta_rule(q, k, v, beta, *, use_beta=True, read_first=False, normalise=Tru
             read = (S @ q_t.unsqueeze(-1)).squeeze(-1) if transposed_read else (q_t.unsqueeze(-2) @ S).squeeze(-2)
             outputs.append(read)
     return q @ S if final_read else torch.stack(outputs, dim=-2)
+
+
+def ex11_float32_ledger(q, k, v, beta):
+    return _delta_rule(q, k, v, beta, float32_ledger=True)  # float64 inputs meet a float32 ledger: torch raises
 
 
 def ex11_ignores_beta(q, k, v, beta):
@@ -634,6 +648,110 @@ def ex11_state_not_carried(q, k, v, beta):
 
 def ex11_reads_final_ledger(q, k, v, beta):
     return _delta_rule(q, k, v, beta, final_read=True)  # every query reads S_nᵀq̂_t: the future leaks into the past
+
+
+
+# --- trivial answers: zeros, a copy of an input, random numbers, each of the right shape: 0 points ---------
+
+
+def _rows_of(q, v):
+    """[..., n, dv] taken from v's first n rows: an answer of the right shape computed from nothing."""
+    return v[..., : q.shape[-2], :].clone()
+
+
+def _attention_trivial(kind):
+    """(q, k, v, *rest) -> zeros, a copy of v's rows, or standard-normal numbers [..., n, dv] in q's dtype."""
+
+    def answer(q, k, v, *rest, **options):
+        shape = (*q.shape[:-1], v.shape[-1])
+        if kind == "zeros":
+            return torch.zeros(shape, dtype=q.dtype)
+        if kind == "copy":
+            return _rows_of(q, v)
+        return torch.randn(shape, dtype=q.dtype)
+
+    return answer
+
+
+def _trivial(exercise_id, kind, fn):
+    fn.__name__ = fn.__qualname__ = f"{exercise_id[:4]}_trivial_{kind}"
+    return fn
+
+
+def _features_trivial(kind):
+    def answer(x, omega):
+        shape = (*x.shape[:-1], omega.shape[0])
+        if kind == "zeros":
+            return torch.zeros(shape, dtype=x.dtype)
+        if kind == "copy":
+            return x[..., :1].expand(shape).clone()  # x's first coordinate, broadcast
+        return torch.rand(shape, dtype=x.dtype)  # positive, like real features
+
+    return answer
+
+
+def _panel_trivial(kind):
+    def answer(m, d, generator):
+        if kind == "zeros":
+            return torch.zeros(m, d, dtype=torch.float64)
+        if kind == "copy":
+            return torch.eye(d, dtype=torch.float64).repeat(math.ceil(m / d), 1)[:m]  # the same unit block again
+        return torch.rand(m, d, dtype=torch.float64)  # uniform on [0, 1), not from `generator`
+
+    return answer
+
+
+def _rope_trivial(kind):
+    def answer(x, positions):
+        if kind == "zeros":
+            return torch.zeros_like(x)
+        if kind == "copy":
+            return x.clone()
+        return torch.randn(x.shape, dtype=x.dtype)
+
+    return answer
+
+
+def _bias_trivial(kind):
+    def answer(q, k, v, num_features, redraws, generator):
+        shape = (*q.shape[:-1], v.shape[-1])
+        if kind == "zeros":
+            return torch.zeros(shape, dtype=q.dtype), torch.zeros(shape, dtype=q.dtype)
+        if kind == "copy":
+            return _rows_of(q, v), _rows_of(q, v)
+        return tuple(torch.randn(shape, generator=generator, dtype=q.dtype) for _ in range(2))  # from `generator`
+
+    return answer
+
+
+def _cost_trivial(kind):
+    import random
+
+    def count(*args, **options):
+        return {"zeros": 0, "copy": args[0], "random": random.randrange(1, 10**9)}[kind]
+
+    def cost_model():
+        return {"macs_softmax": count, "macs_linear": count, "predicted_crossover": count}
+
+    return cost_model
+
+
+TRIVIAL_MAKERS = {
+    "ex01_softmax_attention": _attention_trivial,
+    "ex02_linear_attention": _attention_trivial,
+    "ex03_positive_random_features": _features_trivial,
+    "ex04_orthogonal_gaussian": _panel_trivial,
+    "ex05_causal_linear_attention": _attention_trivial,
+    "ex06_chunked_causal": _attention_trivial,
+    "ex07_rope": _rope_trivial,
+    "ex09_estimator_bias": _bias_trivial,
+    "ex10_crossover": _cost_trivial,
+    "ex11_delta_rule": _attention_trivial,
+}  # ex08 has no inputs: its answers are letters, each graded against the key
+TRIVIAL: dict[str, list[Callable]] = {  # not MUTANTS (the guide's common mistakes): answers that compute nothing
+    exercise_id: [_trivial(exercise_id, kind, make(kind)) for kind in ("zeros", "copy", "random")]
+    for exercise_id, make in TRIVIAL_MAKERS.items()
+}
 
 
 def _mutants(*triples: tuple[Callable, str, str]) -> list[Mutant]:
@@ -773,14 +891,15 @@ MUTANTS: dict[str, list[Mutant]] = {
          "reports the error bar of the mean (std/√R) as the noise, not one redraw's std"),
         (ex09_same_features_every_redraw, "bias_matches noise_matches noise_shrinks_like_1_over_sqrt_m",
          "draws the features once and reuses them, so the redraws never differ"),
-        (ex09_against_mean_kernel, "bias_matches",
-         "compares with the ratio of the averaged numerators and denominators, not softmax attention"),
-        (ex09_global_rng, "bias_matches noise_matches uses_generator",
+        (ex09_global_rng, "shape_and_dtype constant_values uses_generator",  # right on average: graded statistically
          "draws the features from torch's global generator, ignoring the `generator` argument"),
         (ex09_summarised_over_entries, "shape_and_dtype bias_matches noise_matches",
          "collapses bias and noise into one root mean square each, not [..., n, dv]"),
     ),
     "ex11_delta_rule": _mutants(
+        (ex11_float32_ledger, "shape_and_dtype values writes_before_reading exact_read_back key_length_does_not_matter "
+                              "no_future_leakage",
+         "starts the ledger as torch.zeros(d, dv), so float64 inputs crash on a float32 ledger"),
         (ex11_ignores_beta, "values batch_dims writes_before_reading",
          "ignores β and writes every correction at full strength"),
         (ex11_reads_before_writing, "values batch_dims writes_before_reading exact_read_back",
@@ -800,20 +919,19 @@ MUTANTS: dict[str, list[Mutant]] = {
     "ex10_crossover": _mutants(
         (ex10_counts_flops, "softmax_count linear_count favor_projections causal_chunks",
          "counts FLOPs instead of multiply-adds, doubling every count"),
-        (ex10_softmax_scores_only, "softmax_count elu_crossover_is_d crossover_general crossover_rounds_up",
+        (ex10_softmax_scores_only, "softmax_count",  # its crossover agrees with its own counts: graded once
          "counts only softmax's N²d scores, leaving out weights @ V (N²dv)"),
-        (ex10_softmax_2n2d, "softmax_count crossover_general crossover_rounds_up",
-         "counts softmax as 2N²d, which is right only when dv = d"),
-        (ex10_linear_one_product, "linear_count favor_projections causal_chunks elu_crossover_is_d",
+        (ex10_softmax_2n2d, "softmax_count", "counts softmax as 2N²d, which is right only when dv = d"),
+        (ex10_linear_one_product, "linear_count favor_projections causal_chunks",
          "counts one product of linear attention (N·f·dv) instead of two"),
-        (ex10_no_feature_cost, "favor_projections favor_crossover_is_2m crossover_general",
-         "leaves FAVOR+'s projections x ωᵀ out of the linear cost"),
-        (ex10_one_projection, "favor_projections favor_crossover_is_2m crossover_general",
+        (ex10_no_feature_cost, "favor_projections", "leaves FAVOR+'s projections x ωᵀ out of the linear cost"),
+        (ex10_one_projection, "favor_projections",
          "counts FAVOR+'s projections once (N·d·f), not for both queries and keys"),
         (ex10_one_chunk_block, "causal_chunks crossover_general",
          "counts a single C×C block for the causal chunks instead of one per chunk"),
-        (ex10_no_chunk_blocks, "causal_chunks crossover_general crossover_rounds_up",
-         "leaves the causal chunks' C×C blocks out of the linear cost"),
+        (ex10_no_chunk_blocks, "causal_chunks", "leaves the causal chunks' C×C blocks out of the linear cost"),
+        (ex10_causal_vs_full_softmax, "crossover_general crossover_rounds_up",
+         "compares the causal chunked form with full softmax, not its unmasked half (N* = d + C)"),
         (ex10_crossover_floor, "crossover_general crossover_rounds_up",
          "rounds the crossover N* down with floor instead of up"),
         (ex10_crossover_round, "crossover_general crossover_rounds_up",
@@ -890,14 +1008,40 @@ def ex09_one_map_redrawn(q, k, v, num_features, redraws, generator):
     return outputs.mean(-1) - attention.softmax_attention(q, k, v), outputs.var(-1).sqrt()
 
 
+def ex09_redraw_before_every_use(q, k, v, num_features, redraws, generator):
+    """One PerformerFeatures, redrawn before every redraw (the first included): other draws than the key's."""
+    features = random_features.PerformerFeatures(q.shape[-1], num_features, generator=generator)
+    outputs = []
+    for _ in range(redraws):
+        outputs.append(attention.linear_attention(q, k, v, features.redraw(generator)))
+    outputs = torch.stack(outputs)  # [R, ..., n, dv]
+    return outputs.mean(0) - attention.softmax_attention(q, k, v), outputs.std(0)
+
+
+def ex09_iid_features(q, k, v, num_features, redraws, generator):
+    """iid Gaussian projections (orthogonal=False), which the statement allows: another reference, same test."""
+    outputs = torch.stack([
+        attention.linear_attention(
+            q, k, v, random_features.PerformerFeatures(q.shape[-1], num_features, orthogonal=False, generator=generator)
+        )
+        for _ in range(redraws)
+    ])  # [R, ..., n, dv]
+    return outputs.mean(0) - attention.softmax_attention(q, k, v), outputs.std(0)
+
+
 def ex10_closed_forms():
     """N* written out case by case with math.ceil instead of from the per-token count."""
 
     def predicted_crossover(d, dv, f, *, projections=False, chunk=None):
         top = 2 * f * dv + (2 * d * f if projections else 0) + (chunk * (f + dv) if chunk else 0)
-        return math.ceil(top / (d + dv))
+        return math.ceil(top / (d + dv)) if not chunk else math.ceil(2 * top / (d + dv))
 
     return {**_cost_model()(), "predicted_crossover": predicted_crossover}
+
+
+def ex11_strength_named_otherwise(q, k, v, strength):
+    """The fourth parameter called `strength`, not `beta`: the grader passes every input by position."""
+    return _delta_rule(q, k, v, strength)
 
 
 def ex11_values_by_keys_ledger(q, k, v, beta):
@@ -917,12 +1061,12 @@ ALTERNATIVES: dict[str, list[Callable]] = {
     "ex03_positive_random_features": [random_features.positive_random_features, ex03_log_space],
     "ex04_orthogonal_gaussian": [random_features.orthogonal_gaussian, ex04_lengths_first_rows_of_q],
     "ex07_rope": [ex07_complex_rotation, ex07_rotation_matrices],
-    "ex11_delta_rule": [ex11_values_by_keys_ledger],
+    "ex11_delta_rule": [ex11_values_by_keys_ledger, ex11_strength_named_otherwise],
     "ex05_causal_linear_attention": [ex05_course_lib, ex05_float64_ledger_cast_back],
     "ex06_chunked_causal": [ex06_course_lib],
     "ex08_interview_quiz": [ex08_letters_as_sets],
-    "ex09_estimator_bias": [ex09_one_map_redrawn],
-    "ex10_crossover": [ex10_closed_forms],
+    "ex09_estimator_bias": [ex09_one_map_redrawn, ex09_redraw_before_every_use, ex09_iid_features],
+    "ex10_crossover": [ex10_closed_forms, ex10_counts_normaliser],
 }
 
 

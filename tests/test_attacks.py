@@ -5,7 +5,9 @@ honest submissions and the exercise stub. Every attack must score no more than t
 leave the honest submissions' scores and files, the instructor's files and the installation
 as they were, leave no process behind, and the batch must end within its limits. The
 isolation the attacks meet needs bubblewrap (``make test`` installs it where it can); without
-it the tests that need it are skipped, saying so.
+it the tests that need it are skipped, saying so, and the attacks that would really rewrite a
+classmate's notebook or this checkout (the grader's checks.py, the quiz key) or leave processes
+behind are left out of the batch: the fallback sandbox cannot stop them.
 """
 
 import csv
@@ -27,6 +29,9 @@ LIMITS = {"--timeout": "30", "--cell-timeout": "10", "--notebook-timeout": "30"}
 EX01 = {"exercise": "ex01_softmax_attention", "function": "softmax_attention"}
 needs_bubblewrap = pytest.mark.skipif(bubblewrap() is None, reason="bubblewrap is not available here: the "
                                       "fallback sandbox cannot hide files, the network or detached processes")
+HARMFUL_WITHOUT_BUBBLEWRAP = {"classmates.ipynb", "edit_installation.ipynb", "orphans.ipynb"}
+RUN = {name: cells for name, cells in ATTACKS.items()
+       if bubblewrap() is not None or name not in HARMFUL_WITHOUT_BUBBLEWRAP}  # the attacks this batch grades
 
 
 def digest(path: Path) -> str:
@@ -49,7 +54,7 @@ def batch(tmp_path_factory):
     nbformat.write(nbformat.read(ROOT / "exercises" / "ex01_softmax_attention.ipynb", as_version=4),
                    folder / "stub_ex01.ipynb")
     nbformat.write(attack_notebook(["import torch", ZEROS]), folder / "zeros_ex01.ipynb")  # honest, and wrong
-    for name, cells in ATTACKS.items():
+    for name, cells in RUN.items():
         nbformat.write(attack_notebook(cells), folder / name)
     protected = [folder / "honest_ex01.ipynb", folder / "honest_ex11.ipynb", Path(checks.__file__),
                  ROOT / "solutions" / "quiz_key.json"]
@@ -68,14 +73,14 @@ def batch(tmp_path_factory):
 
 def test_the_batch_finished_and_graded_every_notebook(batch):
     assert batch["run"].returncode == 0, batch["run"].stderr[-2000:]
-    assert set(batch["rows"]) == {*ATTACKS, "honest_ex01.ipynb", "honest_ex11.ipynb", "stub_ex01.ipynb",
+    assert set(batch["rows"]) == {*RUN, "honest_ex01.ipynb", "honest_ex11.ipynb", "stub_ex01.ipynb",
                                   "zeros_ex01.ipynb"}
 
 
-@pytest.mark.parametrize("attack", sorted(ATTACKS))
+@pytest.mark.parametrize("attack", sorted(RUN))
 def test_no_attack_scores_more_than_its_honest_equivalent(batch, attack):
     rows = batch["rows"]
-    assert (rows["stub_ex01.ipynb"]["score"], rows["zeros_ex01.ipynb"]["score"]) == ("0", "3")
+    assert (rows["stub_ex01.ipynb"]["score"], rows["zeros_ex01.ipynb"]["score"]) == ("0", "0")  # zeros compute nothing
     honest = rows["zeros_ex01.ipynb" if attack in ANSWER_ZEROS else "stub_ex01.ipynb"]
     assert int(rows[attack]["score"]) <= int(honest["score"]), rows[attack]
     assert rows[attack]["max"] == "10", rows[attack]  # every attack is graded against the full maximum
@@ -96,7 +101,8 @@ def test_the_reason_names_what_stopped_the_attack(batch, attack, says):
 
 def test_honest_submissions_keep_full_marks(batch):
     rows = batch["rows"]
-    assert (rows["honest_ex01.ipynb"]["score"], rows["honest_ex11.ipynb"]["score"]) == ("10", "10")
+    assert (rows["honest_ex01.ipynb"]["score"], rows["honest_ex11.ipynb"]["score"]) == ("10", "10"), (
+        rows["honest_ex01.ipynb"], rows["honest_ex11.ipynb"])
 
 
 @needs_bubblewrap

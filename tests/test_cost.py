@@ -68,6 +68,15 @@ def test_self_attention_matches_the_article():
     assert macs_causal_chunked(n, d, d, d) == 2 * macs_linear(n, n, d, d), "C = f = dv: twice the non-causal work"
 
 
+def test_causal_softmax_counts_the_unmasked_half_and_breaks_even_with_chunks_at_2_d_plus_c():
+    assert macs_softmax(8, 8, 4, 2, causal=True) == macs_softmax(8, 8, 4, 2) // 2 == 192
+    for d, chunk in ((64, 64), (32, 16), (16, 8)):  # C divides N* = 2(d + C)
+        n_star = 2 * (d + chunk)  # the first N where the causal chunked elu+1 form costs no more
+        assert macs_causal_chunked(n_star, d, d, chunk) == macs_softmax(n_star, n_star, d, d, causal=True)
+        smaller = n_star - chunk  # a multiple of C below N*: still dearer than causal softmax
+        assert macs_causal_chunked(smaller, d, d, chunk) > macs_softmax(smaller, smaller, d, d, causal=True)
+
+
 def test_feature_map_counts_the_projection_of_queries_and_keys():
     n, d, f = 10, 4, 6
     assert feature_map_macs(n, d, f, projection=True) == product_macs([(n, d, f), (n, d, f)])  # x ωᵀ for q, k
@@ -91,6 +100,7 @@ def test_bytes_equal_the_tensors_they_describe():
     [
         (lambda: macs_softmax(4, 0, 4, 4), "m must be an int >= 1, got 0"),
         (lambda: macs_softmax(4, 4, 2.5, 4), "d must be an int >= 1, got 2.5"),
+        (lambda: macs_softmax(4, 4, 4, 4, causal=1), "causal must be a bool"),
         (lambda: macs_linear(4, 4, True, 4), "f must be an int >= 1, got True"),
         (lambda: macs_linear(4, 4, 4, None), "dv must be an int >= 1, got None"),
         (lambda: macs_causal_chunked(64, 8, 8, 0), "chunk must be an int >= 1, got 0"),
@@ -102,7 +112,7 @@ def test_bytes_equal_the_tensors_they_describe():
         (lambda: kv_cache_bytes(0, 3, 64, 64, 4), "heads must be an int >= 1, got 0"),
         (lambda: weights_bytes(1, 16, "16", 4), "m must be an int >= 1, got '16'"),
     ],
-    ids=["softmax-m", "softmax-d", "linear-f-bool", "linear-dv", "chunk", "chunked-n", "projection",
+    ids=["softmax-m", "softmax-d", "softmax-causal", "linear-f-bool", "linear-dv", "chunk", "chunked-n", "projection",
          "feature-n", "itemsize", "tokens", "heads", "weights-m"],
 )
 def test_bad_input_is_refused_naming_the_argument(call, message):

@@ -176,3 +176,23 @@ def test_jobs_must_be_positive(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main([str(tmp_path), "--jobs", "0"])
     assert exit_.value.code == 2 and "--jobs must be a positive int, got 0" in capsys.readouterr().err
+
+
+def test_summary_groups_mistakes_without_blanking_the_numbers_of_the_hint():
+    """"elu(x) + 1" stays as written; only the numbers two students measured differently become "…"."""
+    from course_lib.grading import GradeResult, TestResult
+    from course_lib.grading.class_report import summary_markdown
+    from course_lib.grading.notebooks import NotebookGrade
+
+    def graded_with(feedback: str, name: str) -> NotebookGrade:
+        tests = [TestResult("values", 0, 3, False, feedback, 0.1)]
+        return NotebookGrade(Path(f"{name}.ipynb"), "ex02_linear_attention", GradeResult("ex02_linear_attention", tests),
+                             "graded", "")
+
+    hint = "expected out_i = φ(q_i)ᵀ(φ(K)ᵀV) / (φ(q_i)ᵀ Σ_j φ(k_j)) with φ(x) = elu(x) + 1"
+    grades = [graded_with(f"output differs from the reference: max |error| {e} at index (2, 1); {hint}", name)
+              for e, name in ((0.37, "ann"), (0.52, "bob"))]
+    grades.append(graded_with("output differs from the reference: max |error| 0.81 at index (2, 1)", "cy"))
+    summary = summary_markdown(grades)
+    assert f"2/3: {hint}" in summary and "elu(x) + 1" in summary and "#" not in summary.split("| values |")[1]
+    assert "1/3: output differs from the reference: max \\|error\\| 0.81 at index (2, 1)" in summary

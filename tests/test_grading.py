@@ -17,6 +17,7 @@ import torch
 from grader_mutants import (
     ALTERNATIVES,
     MUTANTS,
+    TRIVIAL,
     Unloadable,
     cheat_ex01,
     cheat_ex02,
@@ -131,6 +132,11 @@ def mutant_results() -> dict[str, GradeResult]:
         return {m.name: grade(ex, m.fn, isolated=False) for ex, mutants in MUTANTS.items() for m in mutants}
 
 
+@pytest.fixture(scope="module")
+def trivial_results() -> dict[str, GradeResult]:
+    return {fn.__name__: grade(ex, fn, isolated=False) for ex, fns in TRIVIAL.items() for fn in fns}
+
+
 @pytest.mark.parametrize(
     ("exercise_id", "mutant"), [pytest.param(ex, m, id=m.name) for ex, ms in MUTANTS.items() for m in ms]
 )
@@ -210,11 +216,16 @@ MISTAKE_FEEDBACK = [
     ("ex02_normaliser_not_unsqueezed", "constant_values", "give the normaliser a trailing axis, [..., n, 1]"),
     ("ex09_rmse_not_bias", "bias_shrinks_like_1_over_m", "expected an exponent in [-1.5, -0.7] (1/m)"),
     ("ex09_rmse_not_bias", "bias_matches", "your bias is never negative"),
+    ("ex09_rmse_not_bias", "bias_matches", "the bias (mean output − softmax output) at entry ("),
     ("ex09_sign_flipped", "bias_matches", "the sign is flipped"),
     ("ex09_kernel_estimate_only", "constant_values", "compare the NORMALISED output"),
+    ("ex09_kernel_estimate_only", "noise_matches", "the noise (sample std of one redraw's output) at entry ("),
     ("ex09_population_std", "noise_matches", "that divides by R (population)"),
+    ("ex09_population_std", "noise_matches", "with R = 3 redraws, Σ noise² over the entries averages"),
     ("ex09_error_bar_as_noise", "noise_matches", "that is std/√R, the error bar of the mean"),
     ("ex09_same_features_every_redraw", "noise_matches", "the noise is 0: every redraw used the same features"),
+    ("ex09_same_features_every_redraw", "bias_matches", "every redraw gave the same output"),
+    ("ex09_global_rng", "shape_and_dtype", "two calls with the same inputs gave different outputs"),
     ("ex09_same_features_every_redraw", "noise_shrinks_like_1_over_sqrt_m", "is 0, 0, 0, 0: it must be > 0"),
     ("ex09_global_rng", "uses_generator", "the call advanced torch's global random generator"),
     ("ex09_summarised_over_entries", "shape_and_dtype", "output has shape [], expected [5, 3] = [..., n, dv]"),
@@ -223,18 +234,20 @@ MISTAKE_FEEDBACK = [
     ("ex10_softmax_2n2d", "softmax_count", "2N²d holds only when dv = d"),
     ("ex10_linear_one_product", "linear_count", "one product is missing"),
     ("ex10_no_feature_cost", "favor_projections", "the feature map is free here"),
-    ("ex10_no_feature_cost", "favor_crossover_is_2m", "that is N = m: the projections x ωᵀ (2·N·d·m) are left out"),
     ("ex10_one_projection", "favor_projections", "only one projection counted"),
     ("ex10_one_chunk_block", "causal_chunks", "one C×C block counted"),
     ("ex10_no_chunk_blocks", "causal_chunks", "the C×C blocks inside the chunks are missing"),
     ("ex10_crossover_floor", "crossover_rounds_up", "round the quotient UP (math.ceil)"),
-    ("ex10_crossover_round", "crossover_rounds_up", "returned 51, expected 52"),
+    ("ex10_crossover_round", "crossover_general", "returned 51, but at N = 51 your counts give linear 417,792 > softmax"),
+    ("ex10_causal_vs_full_softmax", "crossover_general", "causal softmax, which computes only the unmasked half"),
     ("ex10_crossover_float", "elu_crossover_is_d", "returned 16.0 (float); return an int"),
     ("ex11_reads_before_writing", "writes_before_reading", "write token t into the ledger before reading it"),
     ("ex11_error_sign_flipped", "exact_read_back", "(v − Sᵀk̂, not Sᵀk̂ − v)"),
     ("ex11_unnormalised_keys", "key_length_does_not_matter", "scaling q and k by 10 changed the output"),
     ("ex11_reads_final_ledger", "no_future_leakage", "the future leaks into the past"),
     ("ex11_ledger_transposed", "shape_and_dtype", "raised RuntimeError"),  # torch's own words follow
+    ("ex11_float32_ledger", "values", "your ledger is float32 while the inputs are float64"),
+    ("ex11_float32_ledger", "shape_and_dtype", "create S with q.new_zeros(d, dv)"),
 ]
 
 
@@ -260,6 +273,63 @@ def test_mistake_costs_exactly_these_tests(mutant, tests, mutant_results):
 def test_correct_answers_unlike_the_solution_score_full_marks(exercise_id, fn):
     result = grade(exercise_id, fn, isolated=False)
     assert result.score == result.max_score, {test.name: test.feedback for test in result.tests if not test.passed}
+
+
+@pytest.mark.parametrize(
+    ("exercise_id", "fn"), [pytest.param(ex, fn, id=fn.__name__) for ex, fns in TRIVIAL.items() for fn in fns]
+)
+def test_zeros_a_copied_input_or_random_numbers_score_nothing(exercise_id, fn, trivial_results):
+    """A property (shape, no leak, a constant) holds for answers that compute nothing: its points need both."""
+    assert trivial_results[fn.__name__].score == 0, feedback(trivial_results[fn.__name__])
+
+
+TRIVIAL_FEEDBACK = [
+    ("ex01_trivial_zeros", "shape_and_dtype", "the output stays the same when q changes"),
+    ("ex01_trivial_zeros", "no_future_leakage", "outputs 0..3 stay the same when q at positions 0..3 changes"),
+    ("ex01_trivial_copy", "shape_and_dtype", "the output stays the same when q changes"),
+    ("ex01_trivial_random", "shape_and_dtype", "two calls with the same inputs gave different outputs"),
+    ("ex07_trivial_copy", "relative_position", "the output stays the same when positions changes"),
+    ("ex09_trivial_random", "uses_generator", "the output stays the same when q changes"),
+    ("ex10_trivial_random", "elu_crossover_is_d", "the crossover is graded against your own counts"),
+]
+
+
+@pytest.mark.parametrize(("answer", "test", "says"), TRIVIAL_FEEDBACK, ids=[f"{a}-{t}" for a, t, _ in TRIVIAL_FEEDBACK])
+def test_feedback_says_why_a_trivial_answer_earns_nothing(answer, test, says, trivial_results):
+    assert says in feedback(trivial_results[answer])[test]
+
+
+def test_every_exercise_with_inputs_has_its_trivial_answers():
+    assert set(TRIVIAL) == set(exercise_ids()) - {"ex08_interview_quiz"}  # ex08 takes no inputs: letters only
+    assert all(len(fns) == 3 for fns in TRIVIAL.values())
+
+
+def test_the_causal_crossover_compares_with_the_unmasked_half_of_softmax():
+    from course_lib.grading.exercises.ex10_crossover import crossover_key
+
+    assert [crossover_key(d, d, d, chunk=c) for d, c in ((64, 64), (32, 16), (16, 128))] == [256, 96, 288]  # 2(d + C)
+    assert [crossover_key(d, d, d) for d in (16, 64)] == [16, 64]  # non-causal elu+1: N* = d
+
+
+def test_the_ex09_reference_is_the_course_performer_output():
+    """The grader's batched 60 000-redraw key draws the panels PerformerFeatures draws and computes its output."""
+    from course_lib.grading.exercises import ex09_estimator_bias as ex09
+    from course_lib.random_features import PerformerFeatures
+
+    q, k, v = ex09.problem()
+    for kind in ex09.KINDS:
+        omegas = ex09.draw_omegas(3, 6, 4, torch.Generator().manual_seed(0), kind)  # [3, 6, 4]
+        for omega, out in zip(omegas, ex09.performer_outputs(q, k, v, omegas), strict=True):
+            features = PerformerFeatures(4, 6, orthogonal=kind == "orthogonal", generator=torch.Generator())
+            features.omega = omega
+            torch.testing.assert_close(out, attention.linear_attention(q, k, v, features), rtol=1e-12, atol=1e-12)
+        same = ex09.draw_omegas(1, 6, 4, torch.Generator().manual_seed(5), kind)[0]
+        drawn = PerformerFeatures(4, 6, orthogonal=kind == "orthogonal", generator=torch.Generator().manual_seed(5))
+        if kind == "iid":  # the same stream: the same panel
+            torch.testing.assert_close(same, drawn.omega)
+        else:  # one batched QR per panel: the same construction, checked on its properties
+            unit = same[:4] / same[:4].norm(dim=-1, keepdim=True)
+            torch.testing.assert_close(unit @ unit.T, torch.eye(4, dtype=torch.float64))
 
 
 def test_property_tests_take_seconds_and_leave_the_global_rng_alone():

@@ -5,13 +5,14 @@ report ending in ``Score: 10/10``. Programmatically: ``grade(exercise_id, fn)``
 returns a ``GradeResult``. For a folder of submitted notebooks:
 ``python -m course_lib.grade submissions/ --csv scores.csv``.
 Writing an exercise's tests: ``course_lib/grading/exercises/exNN_*.py`` with
-``@grader_test(points=...)``, raising ``GradingFailure`` with what was wrong.
+``@grader_test(points=...)``, raising ``GradingFailure`` with what was wrong. ``mark(ok)``
+puts ✓ or ✗ in front of a "Try it" line.
 """
 
 from course_lib.grading.core import GraderTest, GradingFailure, grader_test
 from course_lib.grading.isolation import grade
 from course_lib.grading.registry import Exercise, exercise_ids, load_exercise
-from course_lib.grading.report import check, format_report
+from course_lib.grading.report import check, format_report, mark
 from course_lib.grading.results import GradeResult, TestResult
 
 __all__ = [
@@ -26,4 +27,5 @@ __all__ = [
     "grade",
     "grader_test",
     "load_exercise",
+    "mark",
 ]

@@ -16,6 +16,7 @@ FLOAT32_HINT = (
     "errors of this size are float32 rounding: some tensor on the way is float32 while the inputs are "
     "float64 (torch.zeros, torch.ones and torch.tensor make float32 unless given dtype=q.dtype)"
 )
+COMPUTES_HINT = "a property's points go to an answer computed from its inputs"
 Explain = Callable[[BaseException], str]  # the student's exception -> a hint naming the likely mistake, or ""
 
 
@@ -238,16 +239,25 @@ def expect_no_future_leak(
     t: int,
     hint: str = "",
     explain: Explain | None = None,
+    names: tuple[str, ...] = ("q", "k", "v"),
+    axes: tuple[int, ...] | None = None,
     **kwargs: object,
 ) -> None:
-    """Causal attention: outputs 0..t of ``fn`` must not move when only the tokens after position t change.
+    """Causal attention: outputs 0..t of ``fn`` must not move when only the tokens after position t change,
+    and must move when one input (each of ``names``, the leading inputs) changes at positions 0..t.
 
-    ``fn`` runs on ``inputs`` (each [..., n, ·]) and again on them with the rows
-    after t taken from ``future`` (same shapes); ``reference`` gives the expected
-    shapes. The message names the first position that moved; ``explain`` goes to ``attempt``.
+    ``fn`` runs on ``inputs`` (each [..., n, ·], or positions on ``axes``) and again on them
+    with the rows after t taken from ``future`` (same shapes); then once per name with only
+    that input's rows 0..t taken from ``future``: a constant or copied answer does not leak
+    either, so it earns nothing here. ``reference`` gives the expected shapes. The message
+    names the first position that moved; ``explain`` goes to ``attempt``.
     """
-    pairs = zip(inputs, future, strict=True)
-    spliced = tuple(torch.cat([x[..., : t + 1, :], y[..., t + 1 :, :]], dim=-2) for x, y in pairs)  # past kept
+    axes = (-2,) * len(inputs) if axes is None else axes  # the positions axis of every input
+
+    def splice(early: torch.Tensor, late: torch.Tensor, axis: int) -> torch.Tensor:  # 0..t of early, then late
+        return torch.cat([early.narrow(axis, 0, t + 1), late.narrow(axis, t + 1, late.shape[axis] - t - 1)], axis)
+
+    spliced = tuple(splice(x, y, a) for x, y, a in zip(inputs, future, axes, strict=True))  # past kept
     before = expect_output(*answers(fn, reference, inputs, hint=hint, explain=explain, **kwargs), hint=hint)
     after = expect_output(*answers(fn, reference, spliced, hint=hint, explain=explain, **kwargs), hint=hint)
     moved = ((before - after).abs()[..., : t + 1, :] > 1e-12).any(dim=-1)  # [..., t + 1]
@@ -260,6 +270,14 @@ def expect_no_future_leak(
                 hint,
             )
         )
+    for index, name in enumerate(names):  # and the past does reach the past outputs
+        past = tuple(splice(y, x, a) if i == index else x for i, (x, y, a) in enumerate(zip(inputs, future, axes)))
+        again = expect_output(*answers(fn, reference, past, hint=hint, explain=explain, **kwargs), hint=hint)
+        if torch.equal(again[..., : t + 1, :], before[..., : t + 1, :]):
+            raise GradingFailure(
+                f"outputs 0..{t} stay the same when {name} at positions 0..{t} changes: a constant or copied "
+                f"answer has no future to leak; {COMPUTES_HINT} ({', '.join(names)})"
+            )
 
 
 def constant_value_inputs(
@@ -275,3 +293,54 @@ def constant_value_inputs(
     v = row.expand(*k.shape[:-1], len(value)).clone()  # [..., m, dv]
     return (q, k, v), row.expand(*q.shape[:-1], len(value)).clone()  # [..., n, dv]
 
+
+
+
+def expect_computes(
+    fn: Callable,
+    inputs: tuple[torch.Tensor, ...],
+    names: tuple[str, ...],
+    *,
+    seed: int,
+    explain: Explain | None = None,
+    **kwargs: object,
+) -> None:
+    """``fn`` must compute its answer from every input: the same inputs give the same answer, fresh
+    values of any one input named in ``names`` move it.
+
+    A property (a shape, no leak from the future, an exact constant) holds for a constant
+    answer, a copy of one input or random numbers too; a test gates its points on this first.
+    ``names`` names the leading ``inputs`` in order (``None`` skips one); each is replaced in
+    turn by fresh standard-normal values of its shape and dtype (an integer input, positions,
+    by a permutation of 0 .. n−1 plus 7), drawn from a generator seeded 10 000 + ``seed``; ``kwargs``
+    go to every call.
+    """
+    first = call(fn, *inputs, explain=explain, **kwargs)
+    again = call(fn, *inputs, explain=explain, **kwargs)
+    if not all(isinstance(x, torch.Tensor) for x in (first, again)) or first.shape != again.shape:
+        return  # not a tensor, or not one shape: the test's own checks say what is wrong
+    if not torch.isfinite(first.detach().cpu()).all():
+        return  # NaN or inf: the test's own checks name the first one
+    if not torch.equal(first.detach().cpu(), again.detach().cpu()):
+        gap = float((first.detach().cpu().double() - again.detach().cpu().double()).abs().max())
+        raise GradingFailure(
+            f"two calls with the same inputs gave different outputs (max difference {gap:.3g}): "
+            f"{COMPUTES_HINT}, not random numbers (draw any randomness from the generator you are given)"
+        )
+    g = torch.Generator().manual_seed(10_000 + seed)  # never the stream that made the inputs (make_qkv(seed))
+    for index, name in enumerate(names):
+        if name is None:
+            continue
+        x = inputs[index]
+        if x.is_floating_point():
+            fresh = torch.randn(x.shape, generator=g, dtype=x.dtype)
+        else:
+            fresh = (torch.randperm(x.shape[-1], generator=g) + 7).expand(x.shape).clone().to(x.dtype)
+        changed = (*inputs[:index], fresh, *inputs[index + 1 :])
+        moved = call(fn, *changed, explain=explain, **kwargs)
+        if not isinstance(moved, torch.Tensor) or moved.shape != first.shape:
+            return
+        if torch.equal(moved.detach().cpu(), first.detach().cpu()):
+            raise GradingFailure(
+                f"the output stays the same when {name} changes: {COMPUTES_HINT} ({', '.join(n for n in names if n)})"
+            )

@@ -9,6 +9,10 @@ from course_lib.grading.registry import load_exercise
 from course_lib.grading.results import GradeResult
 
 
+def mark(ok: bool) -> str:
+    """"✓" where a "Try it" check holds and "✗" where it does not, so a wrong value stands out."""
+    return "✓" if ok else "✗"
+
 
 def format_report(result: GradeResult) -> str:
     """The report ``check()`` prints: a title, a line per test, the total.

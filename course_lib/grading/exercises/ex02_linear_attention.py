@@ -8,7 +8,16 @@ exist, ``course_lib.attention.linear_attention`` in float32 (see that test).
 import torch
 
 from course_lib.attention import kernel_attention, linear_attention
-from course_lib.grading.checks import EXACT, answers, call, compare, compare_batched, expect_output, make_qkv
+from course_lib.grading.checks import (
+    EXACT,
+    answers,
+    call,
+    compare,
+    compare_batched,
+    expect_computes,
+    expect_output,
+    make_qkv,
+)
 from course_lib.grading.core import grader_test
 from course_lib.grading.exercises import LINEAR_ATTENTION_FORMS
 
@@ -31,8 +40,10 @@ def explain(error: BaseException) -> str:
 
 @grader_test(points=2)
 def shape_and_dtype(fn):
-    """returns a tensor [..., n, dv] in the inputs' dtype (checked with n != m and dv != d)"""
-    expect_output(*answers(fn, kernel_attention, make_qkv(n=5, m=7, d=4, dv=3, seed=11), explain=explain))
+    """returns a tensor [..., n, dv] in the inputs' dtype (checked with n != m and dv != d), computed from q, k, v"""
+    inputs = make_qkv(n=5, m=7, d=4, dv=3, seed=11)
+    expect_output(*answers(fn, kernel_attention, inputs, explain=explain))
+    expect_computes(fn, inputs, ("q", "k", "v"), seed=16, explain=explain)
 
 
 @grader_test(points=3)
@@ -52,7 +63,8 @@ def batch_dims(fn):
 @grader_test(points=1)
 def constant_values(fn):
     """returns v itself when every value row is the same vector (the normaliser makes it an average)"""
-    q, k, _ = make_qkv(n=6, m=9, d=4, dv=3, seed=14)
+    q, k, v = make_qkv(n=6, m=9, d=4, dv=3, seed=14)
+    expect_computes(fn, (q, k, v), ("q", "k", "v"), seed=17, explain=explain)  # a copy of v is no average
     v = torch.tensor([1.5, -2.0, 0.25], dtype=torch.float64).expand(9, 3).clone()  # v_j = c for every key
     expected = v[:1].expand(6, 3).clone()  # [n, dv]: every query gets c, whatever its weights
     out = call(fn, q, k, v, explain=explain)

@@ -7,7 +7,16 @@ with a CLT tolerance and ``no_overflow`` runs in float32, see their docstrings.
 
 import torch
 
-from course_lib.grading.checks import EXACT, answers, call, compare, compare_batched, expect_output, expect_within_noise
+from course_lib.grading.checks import (
+    EXACT,
+    answers,
+    call,
+    compare,
+    compare_batched,
+    expect_computes,
+    expect_output,
+    expect_within_noise,
+)
 from course_lib.grading.core import grader_test
 from course_lib.random_features import iid_gaussian, positive_random_features
 
@@ -37,10 +46,11 @@ def _inputs(*batch: int, n: int, m: int, d: int, seed: int, dtype: torch.dtype =
 
 @grader_test(points=2)
 def shape_and_dtype(fn):
-    """returns a tensor [..., n, m] in the inputs' dtype (float64 and float32, with n, m and d all different)"""
+    """returns a tensor [..., n, m] in the inputs' dtype (float64 and float32, n, m, d all different), from x and ω"""
     for dtype in (torch.float64, torch.float32):
         inputs = _inputs(n=5, m=7, d=4, seed=31, dtype=dtype)
         expect_output(*answers(fn, positive_random_features, inputs), layout=LAYOUT)
+    expect_computes(fn, inputs, ("x", "omega"), seed=36)
 
 
 @grader_test(points=2)

@@ -5,7 +5,7 @@ A correct answer draws other numbers than ``course_lib.random_features.orthogona
 dtype, orthogonality within each block of d rows, and, over many draws, chi(d)
 row lengths and rows distributed as N(0, I_d). Those use CLT tolerances of 6
 standard errors, so a correct answer fails one with a probability of the order of
-1e-7 (and, the seeds being fixed, the same answer always gets the same verdict).
+1e-7 (and, the random seeds being fixed, the same answer always gets the same verdict).
 """
 
 import math
@@ -70,9 +70,18 @@ def cosine_tolerance(fn, m: int, d: int) -> float:
 
 @grader_test(points=2)
 def shape_and_dtype(fn):
-    """returns a float64 tensor [m, d] for (m, d) = (8, 4), (10, 4) (a partial last block) and (3, 5) (m < d)"""
+    """returns a float64 tensor [m, d] drawn from `generator`, for (m, d) = (8, 4), (10, 4) and (3, 5)
+
+    (10, 4) has a partial last block and (3, 5) has m < d. A constant or a random matrix not drawn from ``generator`` has the shape too; the
+    points go to a panel that the same seed gives again and another seed changes.
+    """
     for m, d in ((8, 4), (10, 4), (3, 5)):
         draws(fn, m, d, seed=41, strict_dtype=True)
+    first = draws(fn, 8, 4, seed=47)
+    if not torch.equal(draws(fn, 8, 4, seed=47), first):
+        raise GradingFailure(f"the same generator seed gave a different matrix: {GENERATOR_HINT}")
+    if torch.equal(draws(fn, 8, 4, seed=48), first):
+        raise GradingFailure(f"generators seeded 47 and 48 gave the same matrix: {GENERATOR_HINT}")
 
 
 @grader_test(points=2)

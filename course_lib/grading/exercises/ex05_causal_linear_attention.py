@@ -17,6 +17,7 @@ from course_lib.grading.checks import (
     compare,
     compare_batched,
     constant_value_inputs,
+    expect_computes,
     expect_no_future_leak,
     expect_output,
     make_qkv,
@@ -56,9 +57,11 @@ def long_key(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **_: object) -> 
 
 @grader_test(points=2)
 def shape_and_dtype(fn):
-    """returns a tensor [..., n, dv] in the inputs' dtype (float64 and float32, dv != d)"""
+    """returns a tensor [..., n, dv] in the inputs' dtype (float64 and float32, dv != d), computed from q, k, v"""
     for dtype in (torch.float64, torch.float32):
-        expect_output(*answers(fn, causal_key, make_qkv(n=7, m=7, d=4, dv=3, seed=51, dtype=dtype)), hint=PREFIX_HINT)
+        inputs = make_qkv(n=7, m=7, d=4, dv=3, seed=51, dtype=dtype)
+        expect_output(*answers(fn, causal_key, inputs), hint=PREFIX_HINT)
+    expect_computes(fn, inputs, ("q", "k", "v"), seed=59)
 
 
 @grader_test(points=2)
@@ -77,7 +80,7 @@ def batch_dims(fn):
 
 @grader_test(points=1)
 def no_future_leakage(fn):
-    """changing the tokens after position t leaves outputs 0..t unchanged"""
+    """changing the tokens after position t leaves outputs 0..t unchanged (and earlier ones move them)"""
     inputs, future = (make_qkv(n=10, m=10, d=4, dv=3, seed=seed) for seed in (54, 55))
     expect_no_future_leak(fn, causal_key, inputs, future, t=3, hint=LEAK_HINT)
 
@@ -86,6 +89,7 @@ def no_future_leakage(fn):
 def first_position(fn):
     """the first output is v_0: query 0 sees key 0 alone, so its weights are [1]"""
     q, k, v = make_qkv(n=6, m=6, d=4, dv=3, seed=56)
+    expect_computes(fn, (q, k, v), ("q", "k", "v"), seed=60)  # a copy of v starts with v_0 too
     out = expect_output(*answers(fn, causal_key, (q, k, v), hint=PREFIX_HINT), hint=PREFIX_HINT)
     if not torch.allclose(out[0], v[0], **EXACT):
         got, want = ([round(float(x), 4) for x in row] for row in (out[0], v[0]))
@@ -95,7 +99,9 @@ def first_position(fn):
 @grader_test(points=1)
 def constant_values(fn):
     """returns that vector at every position when every value row is the same vector (the normaliser)"""
-    inputs, expected = constant_value_inputs(*make_qkv(n=8, m=8, d=4, dv=3, seed=57)[:2], (1.5, -2.0, 0.25))
+    generic = make_qkv(n=8, m=8, d=4, dv=3, seed=57)
+    expect_computes(fn, generic, ("q", "k", "v"), seed=57)  # a copy of v is constant too
+    inputs, expected = constant_value_inputs(*generic[:2], (1.5, -2.0, 0.25))
     hint = "each query's weights must sum to 1: divide φ(q_i)ᵀS_i by φ(q_i)ᵀz_i"
     compare(call(fn, *inputs, hint=hint), expected, **EXACT, hint=hint)
 

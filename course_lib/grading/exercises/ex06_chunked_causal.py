@@ -18,6 +18,7 @@ from course_lib.grading.checks import (
     compare,
     compare_batched,
     constant_value_inputs,
+    expect_computes,
     expect_no_future_leak,
     expect_output,
     make_qkv,
@@ -72,12 +73,13 @@ def graded(fn, inputs: tuple[torch.Tensor, ...], chunk_sizes: tuple[int, ...], w
 
 @grader_test(points=1)
 def shape_and_dtype(fn):
-    """returns a tensor [..., n, dv] in the inputs' dtype (float64 and float32; n = 23, chunk_size = 5)"""
+    """returns a tensor [..., n, dv] in the inputs' dtype (float64 and float32; n = 23, chunk_size = 5), from q, k, v"""
     reason = "the inputs' dtype; a ledger made by torch.zeros(d, dv) is float32: use phi_k.new_zeros(...)"
     for dtype in (torch.float64, torch.float32):
         inputs = make_qkv(n=23, m=23, d=4, dv=3, seed=61, dtype=dtype)
         out, expected = answers(fn, chunked_key, inputs, hint=LAST_CHUNK_HINT, explain=explain, chunk_size=5)
         expect_output(out, expected, hint=BLOCK_HINT, dtype_reason=reason)
+    expect_computes(fn, inputs, ("q", "k", "v"), seed=70, explain=explain, chunk_size=5)
 
 
 @grader_test(points=2)
@@ -108,7 +110,7 @@ def batch_dims(fn):
 
 @grader_test(points=1)
 def no_future_leakage(fn):
-    """changing the tokens after position t = 6, in the middle of chunk [5, 10), leaves outputs 0..6 unchanged"""
+    """changing the tokens after t = 6, in the middle of chunk [5, 10), leaves outputs 0..6 unchanged (earlier ones move them)"""
     inputs, future = (make_qkv(n=13, m=13, d=4, dv=3, seed=seed) for seed in (66, 67))
     hint = "inside a chunk, query i sees keys j ≤ i only (tril); the ledger holds the earlier chunks only"
     expect_no_future_leak(fn, chunked_key, inputs, future, t=6, hint=hint, explain=explain, chunk_size=5)
@@ -117,7 +119,9 @@ def no_future_leakage(fn):
 @grader_test(points=1)
 def constant_values(fn):
     """returns that vector at every position when every value row is the same vector (the normaliser)"""
-    inputs, expected = constant_value_inputs(*make_qkv(n=12, m=12, d=4, dv=3, seed=68)[:2], (1.5, -2.0, 0.25))
+    generic = make_qkv(n=12, m=12, d=4, dv=3, seed=68)
+    expect_computes(fn, generic, ("q", "k", "v"), seed=68, explain=explain, chunk_size=5)  # a copy of v is too
+    inputs, expected = constant_value_inputs(*generic[:2], (1.5, -2.0, 0.25))
     hint = "divide each query's numerator (block + ledger) by its denominator (block row sum + φ(q_i)ᵀz)"
     out = call(fn, *inputs, hint=hint, explain=explain, chunk_size=5)
     compare(out, expected, **EXACT, hint=hint, float32_hint=LEDGER_ROUNDING_HINT)

@@ -7,7 +7,16 @@ tolerance 1e-10; any correct float64 rotation lands within ~1e-13 at these posit
 
 import torch
 
-from course_lib.grading.checks import EXACT, answers, call, compare, compare_batched, expect_close, expect_output
+from course_lib.grading.checks import (
+    EXACT,
+    answers,
+    call,
+    compare,
+    compare_batched,
+    expect_close,
+    expect_computes,
+    expect_output,
+)
 from course_lib.grading.core import GradingFailure, grader_test
 from course_lib.positional import rope
 
@@ -36,9 +45,11 @@ def _inputs(*batch: int, n: int, d: int, seed: int, dtype: torch.dtype = torch.f
 
 @grader_test(points=1)
 def shape_and_dtype(fn):
-    """returns a tensor [..., n, d] in x's dtype (float64 and float32)"""
+    """returns a tensor [..., n, d] in x's dtype (float64 and float32), computed from x and the positions"""
     for dtype in (torch.float64, torch.float32):
-        expect_output(*answers(fn, key, _inputs(n=5, d=6, seed=71, dtype=dtype)), layout=LAYOUT)
+        inputs = _inputs(n=5, d=6, seed=71, dtype=dtype)
+        expect_output(*answers(fn, key, inputs), layout=LAYOUT)
+    expect_computes(fn, inputs, ("x", "positions"), seed=77)
 
 
 @grader_test(points=2)
@@ -58,6 +69,7 @@ def batch_dims(fn):
 def norm_preserved(fn):
     """keeps every row's length: ‖rope(x)_t‖ = ‖x_t‖ (a rotation)"""
     x, positions = _inputs(n=9, d=8, seed=74)
+    expect_computes(fn, (x, positions), ("x", "positions"), seed=74)  # x itself keeps its lengths too
     out = expect_output(call(fn, x, positions), key(x, positions), layout=LAYOUT)
     change = (out.norm(dim=-1) - x.norm(dim=-1)).abs()  # [n]
     if (change > 1e-10).any():
@@ -74,6 +86,7 @@ def relative_position(fn):
     g = torch.Generator().manual_seed(75)
     q, k = (torch.randn(8, 8, generator=g, dtype=torch.float64) for _ in range(2))
     positions = torch.arange(8)
+    expect_computes(fn, (q, positions), ("x", "positions"), seed=75)  # x itself, or zeros, keep every score too
     expected = key(q, positions)
     scores = []
     for offset in (0, 1000):

@@ -9,10 +9,16 @@ The student writes three functions and hands them over in one dict,
 * linear:   2·N·f·dv (S = φ(K)ᵀV, then φ(Q)S); FAVOR+ adds its projections x ωᵀ for
   queries and keys, 2·N·d·f; the causal chunked form adds its C×C blocks, N·C·(f + dv)
 * crossover: the smallest whole N at which linear costs no more than softmax,
-  ⌈(2·f·dv + 2·d·f·[projections] + C·(f + dv)·[chunk]) / (d + dv)⌉ (N = d for elu+1,
-  N = 2m for FAVOR+ with m features, when dv = d).
+  ⌈(2·f·dv + 2·d·f·[projections]) / (d + dv)⌉ (N = d for elu+1, N = 2m for FAVOR+ with m
+  features, when dv = d); the causal chunked form is compared with causal softmax, which
+  computes only the unmasked half of the scores, N·N·(d + dv)/2: ⌈2·(per-token cost) / (d + dv)⌉,
+  N = 2(d + C) for elu+1.
 
-Only these deterministic parts are graded; the notebook's timing cell is not.
+The normaliser (z = Σφ(k), read as φ(q)ᵀz: 2·N·f) is left out of the linear count, and counting
+it is accepted too. The crossover is graded against the student's OWN counts (a convention
+chosen there costs nothing twice): the returned N must be the first whole N where the student's
+linear count is at most the student's softmax count (half of it with ``chunk``). Only these
+deterministic parts are graded; the notebook's timing cell is not.
 """
 
 import numbers
@@ -49,9 +55,17 @@ def linear_key(n: int, d: int, dv: int, f: int, *, projections: bool = False, ch
 
 
 def crossover_key(d: int, dv: int, f: int, *, projections: bool = False, chunk: int | None = None) -> int:
-    """The smallest N ≥ 1 with linear_key(N) ≤ softmax_key(N): ⌈per-token linear cost / (d + dv)⌉."""
+    """The smallest N ≥ 1 with linear_key(N) ≤ softmax_key(N) (/ 2 with ``chunk``: causal softmax's unmasked half).
+
+    ⌈per-token linear cost / (d + dv)⌉, or ⌈2 · per-token cost / (d + dv)⌉ for the causal chunked form.
+    """
     per_token = linear_key(1, d, dv, f, projections=projections, chunk=chunk)
-    return -(-per_token // (d + dv))
+    return -(-per_token * (1 if chunk is None else 2) // (d + dv))
+
+
+def normaliser_key(n: int, f: int) -> int:
+    """2·N·f MACs of the normaliser, z = Σφ(k_j) and φ(q_i)ᵀz: not counted by the key, accepted when counted."""
+    return 2 * n * f
 
 
 def parts(fn) -> dict[str, Callable]:
@@ -80,11 +94,14 @@ def whole(value: object, call: str) -> int:
     return int(value)
 
 
-def expect_count(fn: Callable, name: str, args: tuple, kwargs: dict, expected: int, diagnose: Callable) -> None:
-    """fn(*args, **kwargs) must return exactly ``expected``; ``diagnose(got)`` names a known mistake."""
+def expect_count(
+    fn: Callable, name: str, args: tuple, kwargs: dict, expected: int, diagnose: Callable, also: int | None = None
+) -> None:
+    """fn(*args, **kwargs) must return exactly ``expected`` (or ``also``, another accepted convention);
+    ``diagnose(got)`` names a known mistake."""
     call = f"{name}({shown(*args, **kwargs)})"
     got = whole(attempt(fn, *args, shown=shown(*args, **kwargs), **kwargs), call)
-    if got != expected:
+    if got != expected and got != also:
         why = diagnose(got)
         message = f"{call} returned {got:,}, expected {expected:,} multiply-adds"
         raise GradingFailure(f"{message}; {why}" if why else message)
@@ -142,8 +159,8 @@ def linear_count(fn):
     """macs_linear(n, d, dv, f) = 2·N·f·dv at 5 shapes with f, d and dv all different"""
     macs_linear = parts(fn)["macs_linear"]
     for n, d, dv, f in LINEAR_SHAPES:
-        expected = linear_key(n, d, dv, f)
-        expect_count(macs_linear, "macs_linear", (n, d, dv, f), {}, expected, _linear_diagnosis(n, d, dv, f))
+        expected, also = linear_key(n, d, dv, f), linear_key(n, d, dv, f) + normaliser_key(n, f)
+        expect_count(macs_linear, "macs_linear", (n, d, dv, f), {}, expected, _linear_diagnosis(n, d, dv, f), also)
 
 
 @grader_test(points=1)
@@ -153,7 +170,8 @@ def favor_projections(fn):
     for n, d, dv, f in LINEAR_SHAPES:
         kwargs = {"projections": True}
         expected, diagnose = linear_key(n, d, dv, f, **kwargs), _linear_diagnosis(n, d, dv, f, **kwargs)
-        expect_count(macs_linear, "macs_linear", (n, d, dv, f), kwargs, expected, diagnose)
+        expect_count(macs_linear, "macs_linear", (n, d, dv, f), kwargs, expected, diagnose,
+                     expected + normaliser_key(n, f))
 
 
 @grader_test(points=1)
@@ -164,59 +182,89 @@ def causal_chunks(fn):
     for n, d, dv, f, chunk in shapes:
         kwargs = {"chunk": chunk}
         expected, diagnose = linear_key(n, d, dv, f, **kwargs), _linear_diagnosis(n, d, dv, f, **kwargs)
-        expect_count(macs_linear, "macs_linear", (n, d, dv, f), kwargs, expected, diagnose)
+        expect_count(macs_linear, "macs_linear", (n, d, dv, f), kwargs, expected, diagnose,
+                     expected + normaliser_key(n, f))
 
 
-def expect_crossover(fn: Callable, args: tuple, kwargs: dict, why: Callable[[int], str] = lambda got: "") -> None:
-    """predicted_crossover(*args, **kwargs) must be the smallest whole N where linear ≤ softmax."""
-    call = f"predicted_crossover({shown(*args, **kwargs)})"
-    got = whole(attempt(fn, *args, shown=shown(*args, **kwargs), **kwargs), call)
-    expected = crossover_key(*args, **kwargs)
-    if got == expected:
-        return
+def own_costs(bundle: dict, n: int, args: tuple, kwargs: dict) -> tuple[int, int]:
+    """(the student's linear count, the student's softmax count) at N = n, for ``predicted_crossover(*args)``.
+
+    Each is asked twice and must give the same whole number > 0: a count is a property of the
+    shapes, not a random number, and a zero count has no crossover to be consistent with.
+    """
     d, dv, f = args
-    detail = ""
-    if 1 <= got < expected:
-        linear, softmax = linear_key(got, d, dv, f, **kwargs), softmax_key(got, d, dv)
-        detail = f"at N = {got} linear attention still costs more ({linear:,} vs {softmax:,} MACs)"
-        if got == expected - 1:
+    counts = []
+    for name, call_args, call_kwargs in (("macs_linear", (n, d, dv, f), kwargs), ("macs_softmax", (n, d, dv), {})):
+        text = f"{name}({shown(*call_args, **call_kwargs)})"
+        first, again = (whole(attempt(bundle[name], *call_args, shown=shown(*call_args, **call_kwargs),
+                                      **call_kwargs), text) for _ in range(2))
+        if first != again or first < 1:
+            what = f"gave {first:,} then {again:,}" if first != again else f"returned {first:,}"
+            raise GradingFailure(f"{text} {what}: the crossover is graded against your own counts, which must be "
+                                 "whole numbers > 0 computed from the shapes")
+        counts.append(first)
+    return counts[0], counts[1]
+
+
+def expect_crossover(bundle: dict, args: tuple, kwargs: dict, why: Callable[[int], str] = lambda got: "") -> None:
+    """predicted_crossover(*args, **kwargs) must be the smallest whole N where YOUR linear count ≤ YOUR softmax count.
+
+    With ``chunk`` (the causal form) the softmax count is halved: causal softmax computes only
+    the unmasked half of the scores. ``why(got)`` may name a known mistake.
+    """
+    call = f"predicted_crossover({shown(*args, **kwargs)})"
+    got = whole(attempt(bundle["predicted_crossover"], *args, shown=shown(*args, **kwargs), **kwargs), call)
+    if got < 1:
+        raise GradingFailure(f"{call} returned {got}: N* is a number of tokens, at least 1")
+    causal = kwargs.get("chunk") is not None
+    half = " / 2 (causal softmax: the unmasked half)" if causal else ""
+
+    def pays(n: int) -> tuple[bool, int, int]:  # does linear cost no more than softmax at N = n, by your counts?
+        linear, softmax = own_costs(bundle, n, args, kwargs)
+        return (2 * linear <= softmax if causal else linear <= softmax), linear, softmax
+
+    at, linear, softmax = pays(got)
+    if not at:
+        detail = f"at N = {got} your counts give linear {linear:,} > softmax {softmax:,}{half}"
+        if pays(got + 1)[0]:
             detail += ": N* is the smallest whole N where it costs no more, so round the quotient UP (math.ceil)"
-        else:
-            detail += ": check the counts the quotient is built from"
-    elif got > expected:
-        linear, softmax = linear_key(got - 1, d, dv, f, **kwargs), softmax_key(got - 1, d, dv)
-        detail = f"N = {got - 1} already breaks even ({linear:,} ≤ {softmax:,} MACs)"
-        detail += ": round the quotient up, not further" if got == expected + 1 else ": check the counts"
-    detail = why(got) or detail
-    raise GradingFailure(f"{call} returned {got}, expected {expected}" + (f"; {detail}" if detail else ""))
+        elif causal and linear <= softmax:
+            detail += ("; the causal chunked form is compared with causal softmax, which computes only the unmasked "
+                       "half of the N·N scores: N·N·(d + dv)/2, so N* = 2(d + C) for elu+1")
+        raise GradingFailure(f"{call} returned {got}, but {why(got) or detail}")
+    if got > 1:
+        before, linear, softmax = pays(got - 1)
+        if before:
+            detail = f"N = {got - 1} already breaks even by your counts ({linear:,} ≤ {softmax:,}{half})"
+            raise GradingFailure(f"{call} returned {got}, but {why(got) or detail}: round the quotient up, not further")
 
 
 @grader_test(points=1)
 def elu_crossover_is_d(fn):
-    """predicted_crossover(d, d, d) = d: elu+1 (f = d) breaks even with softmax at N = d, for d = 16 .. 128"""
-    predicted_crossover = parts(fn)["predicted_crossover"]
+    """predicted_crossover(d, d, d), elu+1, is the first N where your counts break even (N = d by the course's), d = 16 .. 128"""
+    bundle = parts(fn)
     for d in (16, 32, 64, 128):
-        expect_crossover(predicted_crossover, (d, d, d), {})
+        expect_crossover(bundle, (d, d, d), {})
 
 
 @grader_test(points=1)
 def favor_crossover_is_2m(fn):
-    """predicted_crossover(d, d, m, projections=True) = 2m: FAVOR+ with its projections breaks even at N = 2m"""
-    predicted_crossover = parts(fn)["predicted_crossover"]
+    """predicted_crossover(d, d, m, projections=True), FAVOR+, is the first N where your counts break even (N = 2m by the course's)"""
+    bundle = parts(fn)
     for d, m in ((64, 256), (32, 64), (128, 512), (16, 100)):
 
         def why(got, m=m):
             if got == m:
-                return "that is N = m: the projections x ωᵀ (2·N·d·m) are left out, and with them half the cost"
+                return "N = m leaves out the projections x ωᵀ (2·N·d·m), and with them half the cost"
             return ""
 
-        expect_crossover(predicted_crossover, (d, d, m), {"projections": True}, why)
+        expect_crossover(bundle, (d, d, m), {"projections": True}, why)
 
 
 @grader_test(points=1)
 def crossover_general(fn):
-    """predicted_crossover matches the counts at 6 shapes: dv ≠ d, f ≠ d, FAVOR+ and causal chunks"""
-    predicted_crossover = parts(fn)["predicted_crossover"]
+    """predicted_crossover agrees with your counts at 6 shapes: dv ≠ d, f ≠ d, FAVOR+, causal chunks (vs half of softmax)"""
+    bundle = parts(fn)
     cases = (
         ((64, 32, 64), {}),
         ((32, 128, 32), {}),
@@ -226,20 +274,20 @@ def crossover_general(fn):
         ((64, 32, 128), {"projections": True, "chunk": 32}),
     )
     for args, kwargs in cases:
-        expect_crossover(predicted_crossover, args, kwargs)
+        expect_crossover(bundle, args, kwargs)
 
 
 @grader_test(points=1)
 def crossover_rounds_up(fn):
     """where N* is not a whole number, predicted_crossover returns the next one (6 shapes, e.g. N* = 4.67 -> 5)"""
-    predicted_crossover = parts(fn)["predicted_crossover"]
+    bundle = parts(fn)
     cases = (
         ((8, 4, 7), {}),  # N* = 56 / 12 = 4.67
         ((10, 3, 2), {}),  # N* = 12 / 13 = 0.92: the answer is 1, never 0
-        ((6, 4, 6), {"chunk": 5}),  # 98 / 10 = 9.8
-        ((5, 7, 9), {"projections": True, "chunk": 2}),  # 248 / 12 = 20.67
+        ((6, 4, 6), {"chunk": 5}),  # causal: 2 · 98 / 10 = 19.6
+        ((5, 7, 9), {"projections": True, "chunk": 2}),  # causal: 2 · 248 / 12 = 41.33
         ((64, 32, 64), {}),  # 4096 / 96 = 42.67
         ((32, 128, 32), {}),  # 8192 / 160 = 51.2: round() gives 51
     )
     for args, kwargs in cases:
-        expect_crossover(predicted_crossover, args, kwargs)
+        expect_crossover(bundle, args, kwargs)
