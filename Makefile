@@ -10,7 +10,7 @@ KERNEL_NAME ?= linear-attention-course
 # Extra JupyterLab flags, e.g. LAB_ARGS="--no-browser --port 8890"; root (containers) needs --allow-root.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 STAMP := $(VENV)/.installed-stamp
-NOTEBOOKS := $(wildcard notebooks/*.ipynb) $(wildcard solutions/*.ipynb)
+NOTEBOOKS ?= $(wildcard notebooks/*.ipynb) $(wildcard solutions/*.ipynb)
 
 .PHONY: install lab test test-browser test-hub hub hub-install notebooks exercises guide release slides clean
 
@@ -51,9 +51,11 @@ test-browser: install
 	$(MAKE) slides
 	$(BIN)/python tests/slides_smoke.py --deck build/slides/05_the_ledger.slides.html --screenshot docs/slides.png
 
-# Re-execute every notebook in place (CPU, so committed outputs do not depend on the author's GPU).
+# Re-execute every notebook in place (CPU, so committed outputs do not depend on the author's GPU),
+# each cell's prints merged into one block (.ci/execute_notebooks.py says why not nbconvert).
+# NOTEBOOKS="notebooks/02_blackboard_associativity.ipynb" make notebooks: just that one.
 notebooks: install
-	COURSE_DEVICE=cpu $(BIN)/jupyter nbconvert --to notebook --execute --inplace $(NOTEBOOKS)
+	$(BIN)/python .ci/execute_notebooks.py $(NOTEBOOKS)
 
 # Regenerate the student notebooks in exercises/ from solutions/.
 exercises: install

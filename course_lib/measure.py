@@ -1,13 +1,17 @@
 """Measuring attention: wall-clock time, power-law fits, errors and Monte Carlo error bars.
 
-Used by notebook 01 (the N² wall), 02 (N²d against Nd²), 03 (Monte Carlo checks),
+Used by notebook 01 (the N² wall), 02 (N²d against Nd², timed in this process and in fresh
+ones: ``time_in_fresh_processes``), 03 (Monte Carlo checks),
 04 and 06 (relative errors; notebook 06's many-redraws harness: ``pairs_with_angle``,
 ``taster_sets``, ``kernel_estimates``, ``simulate_kernel_estimates``,
 ``normalised_output_estimates``); small enough to reuse in a benchmark suite.
 """
 
+import json
 import math
-from collections.abc import Callable, Sequence
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -32,6 +36,70 @@ def time_call(fn: Callable[[], object], *, min_run_time: float = 0.2) -> float:
         raise ValueError(f"min_run_time must be a positive number of seconds, got {min_run_time!r}")
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     return float(timer.blocked_autorange(min_run_time=min_run_time).median)
+
+
+def _time_statements_from_stdin() -> None:
+    """The child side of ``time_in_fresh_processes``: read the job as JSON, print the times as JSON."""
+    job = json.load(sys.stdin)
+    torch.set_num_threads(job["threads"])
+    namespace: dict = {}
+    exec(job["setup"], namespace)
+    calls = {}
+    for name, statement in job["statements"].items():
+        exec(f"def _call():\n    return {statement}", namespace)
+        calls[name] = namespace.pop("_call")
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(job["repeats"]):  # interleaved: a noisy moment hits every statement
+        for name, call in calls.items():
+            times[name].append(time_call(call, min_run_time=job["min_run_time"]))
+    print(json.dumps(times))
+
+
+def time_in_fresh_processes(
+    setup: str,
+    statements: Mapping[str, str],
+    *,
+    processes: int = 3,
+    repeats: int = 3,
+    min_run_time: float = 0.05,
+    timeout: float = 120.0,
+) -> dict[str, list[list[float]]]:
+    """Seconds per call of each statement, timed in ``processes`` fresh Python interpreters.
+
+    Repeats inside one process share its memory layout, thread pool and allocator state, so they
+    miss the spread between processes (the same call can take several times as long in the next).
+    Each process, started one after another with ``sys.executable`` and this process's thread count,
+    runs ``setup`` (source code: imports, inputs) once, then times every statement (an expression
+    over setup's names) with ``time_call``, ``repeats`` times, interleaved.
+    Returns ``{name: [[seconds per repeat] per process]}``, i.e. ``[processes][repeats]`` per name.
+    A child that fails raises ``RuntimeError`` with the end of its stderr.
+    Notebook 02, "One process is not enough".
+    """
+    if not isinstance(setup, str):
+        raise TypeError(f"setup must be Python source code (a str), got {type(setup).__name__}")
+    if not isinstance(statements, Mapping) or not statements:
+        raise ValueError(f"statements must be a non-empty mapping name -> expression, got {statements!r}")
+    for name, statement in statements.items():
+        if not (isinstance(name, str) and isinstance(statement, str) and statement.strip()):
+            raise ValueError(f"statements must map str names to expressions (str), got {name!r}: {statement!r}")
+    _positive_ints(processes=processes, repeats=repeats)
+    for name, value in (("min_run_time", min_run_time), ("timeout", timeout)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    job = json.dumps({"setup": setup, "statements": dict(statements), "repeats": repeats,
+                      "min_run_time": min_run_time, "threads": torch.get_num_threads()})
+    child = "from course_lib.measure import _time_statements_from_stdin; _time_statements_from_stdin()"
+    found: dict[str, list[list[float]]] = {name: [] for name in statements}
+    for index in range(processes):
+        run = subprocess.run([sys.executable, "-c", child], input=job, capture_output=True, text=True,
+                             timeout=timeout, check=False)
+        if run.returncode != 0:
+            raise RuntimeError(f"timing process {index + 1} of {processes} failed (exit code "
+                               f"{run.returncode}):\n{run.stderr[-2000:]}")
+        times = json.loads(run.stdout.strip().splitlines()[-1])
+        for name in statements:
+            found[name].append([float(t) for t in times[name]])
+    return found
 
 
 def _positive_1d(name: str, values: Sequence[float] | np.ndarray | torch.Tensor) -> np.ndarray:

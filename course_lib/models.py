@@ -13,6 +13,12 @@ Only the mixer changes between runs (``MIXERS``):
 * "delta": ``delta.delta_rule_attention`` with β = sigmoid(a linear map of the input), one per
   token and head — the only mixer with parameters of its own (d_model·H + H of them).
 
+``feature_map`` ("elu+1", "identity" or "relu", with mixer "linear" only) swaps φ and divides by the
+normaliser φ(q_i)ᵀΣ_{j≤i}φ(k_j) + ``eps`` as it comes, *without* the refusal of a normaliser ≤ 0
+that ``attention.linear_attention`` adds; each mixer then keeps the smallest |normaliser| of its
+last forward pass in ``smallest_normaliser``. Notebook 09 §4 trains with it to see what signed
+maps do to training.
+
 Every mixer sees the same input: a short causal depthwise convolution (``conv_size`` taps, 0 turns
 it off) over the normalised block input, then the q, k, v projections. Zoology and Based use such
 a convolution so that a token can see its left neighbour cheaply: in associative recall the
@@ -22,11 +28,13 @@ value's position must know its key. It is applied to every mixer alike, so the c
 import torch
 from torch import nn
 
-from course_lib.attention import linear_attention, softmax_attention
+from course_lib.attention import linear_attention, linear_sums, softmax_attention
 from course_lib.delta import delta_rule_attention
+from course_lib.feature_maps import elu_plus_one, identity, relu
 from course_lib.random_features import PerformerFeatures
 
 MIXERS = ("softmax", "linear", "performer", "decay", "delta")
+FEATURE_MAPS = {"elu+1": elu_plus_one, "identity": identity, "relu": relu}  # for ``feature_map``
 
 
 def head_decays(n_heads: int) -> torch.Tensor:
@@ -37,10 +45,16 @@ def head_decays(n_heads: int) -> torch.Tensor:
 class Mixer(nn.Module):
     """Causal token mixing by one of ``MIXERS``: [B, T, D] -> [B, T, D], H heads of D/H dims."""
 
-    def __init__(self, d_model: int, n_heads: int, kind: str, *, conv_size: int = 4, seed: int = 0):
+    def __init__(self, d_model: int, n_heads: int, kind: str, *, conv_size: int = 4, seed: int = 0,
+                 feature_map: str | None = None, eps: float = 0.0):
         super().__init__()
         if kind not in MIXERS:
             raise ValueError(f"mixer must be one of {MIXERS}, got {kind!r}")
+        if feature_map is not None and (kind != "linear" or feature_map not in FEATURE_MAPS):
+            raise ValueError(f"feature_map must be None or, with mixer 'linear', one of {tuple(FEATURE_MAPS)}; "
+                             f"got {feature_map!r} with mixer {kind!r}")
+        self.phi, self.eps = (None if feature_map is None else FEATURE_MAPS[feature_map]), float(eps)
+        self.smallest_normaliser: torch.Tensor | None = None  # min |φ(q)ᵀΣφ(k) + eps|, last forward
         if d_model % n_heads:
             raise ValueError(f"d_model must be a multiple of n_heads, got {d_model} and {n_heads}")
         self.kind, self.n_heads, self.head_dim = kind, n_heads, d_model // n_heads
@@ -59,7 +73,14 @@ class Mixer(nn.Module):
         if self.conv is not None:
             x = self.conv(x.transpose(1, 2))[..., :T].transpose(1, 2)  # causal: the first T outputs [B, T, D]
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # [B, H, T, dh]
-        if self.kind == "softmax":
+        if self.phi is not None:  # the plain division, no refusal (module docstring)
+            numerator, denominator = linear_sums(self.phi(q), self.phi(k), v, causal=True, method="auto",
+                                                 chunk_size=None)  # [B, H, T, dh], [B, H, T]
+            normaliser = denominator + self.eps
+            seen = normaliser.detach().abs()  # NaN only where an earlier layer already failed: skipped
+            self.smallest_normaliser = seen.masked_fill(seen.isnan(), float("inf")).min()
+            mixed = numerator / normaliser.unsqueeze(-1)
+        elif self.kind == "softmax":
             mixed = softmax_attention(q, k, v, causal=True)
         elif self.kind == "linear":
             mixed = linear_attention(q, k, v, causal=True)
@@ -76,10 +97,10 @@ class Mixer(nn.Module):
 class Block(nn.Module):
     """Pre-norm: x + mixer(norm(x)), then x + MLP(norm(x)) with a 4× GELU MLP."""
 
-    def __init__(self, d_model: int, n_heads: int, mixer: str, *, conv_size: int, seed: int):
+    def __init__(self, d_model: int, n_heads: int, mixer: str, *, conv_size: int, seed: int, **options):
         super().__init__()
         self.norm_mix, self.norm_mlp = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.mixer = Mixer(d_model, n_heads, mixer, conv_size=conv_size, seed=seed)
+        self.mixer = Mixer(d_model, n_heads, mixer, conv_size=conv_size, seed=seed, **options)  # feature_map, eps
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -91,7 +112,8 @@ class TinyLM(nn.Module):
     """Tokens [B, T] (T ≤ max_len) -> next-token logits [B, T, vocab_size] (module docstring)."""
 
     def __init__(self, vocab_size: int, *, d_model: int = 64, n_layers: int = 2, n_heads: int = 4,
-                 mixer: str = "softmax", max_len: int = 256, conv_size: int = 4, seed: int = 0):
+                 mixer: str = "softmax", max_len: int = 256, conv_size: int = 4, seed: int = 0,
+                 feature_map: str | None = None, eps: float = 0.0):
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("d_model", d_model), ("n_layers", n_layers),
                             ("n_heads", n_heads), ("max_len", max_len)):
@@ -103,8 +125,8 @@ class TinyLM(nn.Module):
         with torch.random.fork_rng(devices=[]):  # the weights are a function of the seed alone
             torch.manual_seed(seed)
             self.embed, self.position = nn.Embedding(vocab_size, d_model), nn.Embedding(max_len, d_model)
-            self.blocks = nn.ModuleList(Block(d_model, n_heads, mixer, conv_size=conv_size, seed=seed + layer)
-                                        for layer in range(n_layers))
+            self.blocks = nn.ModuleList(Block(d_model, n_heads, mixer, conv_size=conv_size, seed=seed + layer,
+                                              feature_map=feature_map, eps=eps) for layer in range(n_layers))
             self.norm, self.head = nn.LayerNorm(d_model), nn.Linear(d_model, vocab_size)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -118,6 +140,14 @@ class TinyLM(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.head(self.norm(x))  # [B, T, V]
+
+    def smallest_normaliser(self) -> float:
+        """min |φ(q)ᵀΣφ(k) + eps| over every layer, head and token of the last forward (``feature_map`` only);
+        NaN normalisers (fed by an earlier layer's NaN) are skipped, inf if every one was NaN."""
+        seen = [block.mixer.smallest_normaliser for block in self.blocks]
+        if any(s is None for s in seen):
+            raise ValueError("smallest_normaliser needs a model built with feature_map=... and one forward pass")
+        return float(torch.stack(seen).min())
 
     def parameter_count(self) -> int:
         """Trainable parameters (the budget every mixer shares, up to the delta rule's β layer)."""

@@ -12,7 +12,7 @@ back in and keeps the blackboard Σ_j φ(k_j)v_jᵀ (notebook 07):
 - decay (retention): ``linear_attention(..., causal=True, decay=γ)`` weights key j by
   γ^{i−j}, ALiBi's multiplicative counterpart (the oracle is
   ``retention.retention_kernel_attention``).
-- seed 1's two remedies: ``add_absolute_positions`` (a sinusoidal table added to q, k
+- the article's two remedies: ``add_absolute_positions`` (a sinusoidal table added to q, k
   before φ) and a causal sliding window (``window_linear_attention``, the oracle
   ``window_kernel_attention``); ``cosformer_weights`` and ``window_weights`` are the
   position factors that multiply φ(q_i)ᵀφ(k_j) (``retention.decay_weights`` for decay).
@@ -256,7 +256,7 @@ def cosformer_attention(
     return normalise(numerator, denominator, eps, suspects).to(dtype)
 
 
-# --- seed 1's two remedies and the position weights of notebook 07's verdict table -------------
+# --- the article's two remedies and the position weights of notebook 07's verdict table -------------
 
 
 def _check_count(name: str, value: int) -> int:
@@ -287,7 +287,7 @@ def sinusoidal_positions(
 def add_absolute_positions(x: torch.Tensor, *, scale: float = 1.0, base: float = 10000.0) -> torch.Tensor:
     """x_t + scale · P_t, P = ``sinusoidal_positions``: x [..., n, d] -> [..., n, d] (notebook 07 §3e).
 
-    Seed 1's first remedy: put an absolute position into q and k *before* φ. Each row
+    The article's first remedy: put an absolute position into q and k *before* φ. Each row
     gets its own shift, so φ(q_i + P_i)ᵀφ(k_j + P_j) is still one query part times one
     key part (the blackboard and the ledger survive), and the order is seen; but the
     score now depends on i and j, not on j − i alone (the relative property is lost).
@@ -365,7 +365,7 @@ def window_linear_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, feature_map: FeatureMap = elu_plus_one, *,
     eps: float = 0.0, method: str = "ledger",
 ) -> torch.Tensor:
-    """Seed 1's second remedy, a causal sliding window of ``window`` keys, without the n×n matrix.
+    """The article's second remedy, a causal sliding window of ``window`` keys, without the n×n matrix.
 
     method="ledger": the running state with the leaving token subtracted (a Python loop),
 

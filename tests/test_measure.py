@@ -1,6 +1,7 @@
 """Tests for course_lib.measure: timing, power-law fits, relative errors, error bars."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from course_lib.measure import (
     mean_and_error_bar,
     relative_error,
     time_call,
+    time_in_fresh_processes,
     within_error_bar,
 )
 
@@ -57,6 +59,44 @@ class TestFitPowerLaw:
     def test_rejects_bad_input(self, x, y, message):
         with pytest.raises(ValueError, match=message):
             fit_power_law(x, y)
+
+
+class TestTimeInFreshProcesses:
+    def test_each_process_is_fresh_and_times_every_statement(self, tmp_path):
+        pids = tmp_path / "pids.txt"
+        setup = f"import os, time\nopen({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')"
+        times = time_in_fresh_processes(
+            setup, {"nap": "time.sleep(0.002)", "noop": "None"}, processes=2, repeats=2,
+            min_run_time=0.01,
+        )
+        seen = pids.read_text().split()
+        assert len(seen) == 2 and len(set(seen)) == 2, f"expected 2 distinct processes, got {seen}"
+        assert str(os.getpid()) not in seen, "a statement ran in the calling process"
+        assert set(times) == {"nap", "noop"}
+        for name, per_process in times.items():
+            assert len(per_process) == 2 and all(len(r) == 2 for r in per_process), (name, per_process)
+        naps = [t for r in times["nap"] for t in r]
+        assert all(0.002 <= t < 0.2 for t in naps), f"time.sleep(0.002) timed as {naps}"
+        assert max(t for r in times["noop"] for t in r) < 0.002, "a no-op timed above 2 ms"
+
+    def test_a_failing_child_raises_with_its_error(self):
+        with pytest.raises(RuntimeError, match=r"(?s)process 1 of 1 failed.*NameError"):
+            time_in_fresh_processes("x = 1", {"bad": "undefined_name"}, processes=1, repeats=1)
+
+    @pytest.mark.parametrize(
+        ("kwargs", "error", "message"),
+        [
+            ({"setup": 1, "statements": {"a": "1"}}, TypeError, "setup must be Python source"),
+            ({"setup": "", "statements": {}}, ValueError, "non-empty mapping"),
+            ({"setup": "", "statements": {"a": ""}}, ValueError, "expressions"),
+            ({"setup": "", "statements": {"a": "1"}, "processes": 0}, ValueError, "processes"),
+            ({"setup": "", "statements": {"a": "1"}, "timeout": -1}, ValueError, "timeout"),
+        ],
+        ids=["setup-not-str", "no-statements", "empty-statement", "zero-processes", "negative-timeout"],
+    )
+    def test_rejects_bad_arguments(self, kwargs, error, message):
+        with pytest.raises(error, match=message):
+            time_in_fresh_processes(**kwargs)
 
 
 class TestTimeCall:

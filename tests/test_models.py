@@ -1,18 +1,22 @@
-"""TinyLM: every mixer is causal, seeded, trainable, and the budgets match."""
+"""TinyLM: every mixer is causal, seeded, trainable, and the budgets match; the watched feature maps of notebook 09."""
+
+import json
 
 import pytest
 import torch
 
-from course_lib.models import MIXERS, TinyLM, head_decays
+from course_lib.attention import linear_attention
+from course_lib.feature_maps import identity
+from course_lib.models import FEATURE_MAPS, MIXERS, Mixer, TinyLM, head_decays
+from course_lib.recall.stability import StabilityRun, count_spikes, summarise, train_watching_normaliser
 
 
 def tokens(batch: int = 3, length: int = 10, vocab: int = 20, seed: int = 0) -> torch.Tensor:
     return torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize("mixer", MIXERS)
-def test_no_position_sees_the_future(mixer):
-    model = TinyLM(20, d_model=16, n_heads=2, mixer=mixer, max_len=10).double()
+def assert_causal(model: TinyLM) -> None:
+    """Changing tokens 6.. moves the outputs from 6 on and leaves those before 6 alone."""
     x = tokens()
     changed = x.clone()
     changed[:, 6:] = (changed[:, 6:] + 1) % 20
@@ -20,6 +24,11 @@ def test_no_position_sees_the_future(mixer):
         before, after = model(x), model(changed)
     assert (before[:, :6] - after[:, :6]).abs().max() < 1e-12
     assert (before[:, 6:] - after[:, 6:]).abs().max() > 1e-6
+
+
+@pytest.mark.parametrize("mixer", MIXERS)
+def test_no_position_sees_the_future(mixer):
+    assert_causal(TinyLM(20, d_model=16, n_heads=2, mixer=mixer, max_len=10).double())
 
 
 @pytest.mark.parametrize("mixer", MIXERS)
@@ -68,3 +77,87 @@ def test_bad_tokens_are_refused():
         model(torch.zeros(2, 4))
     with pytest.raises(ValueError, match="more than max_len=8"):
         model(tokens(length=9))
+
+
+# feature_map: the "linear" mixer dividing by its normaliser with no refusal (notebook 09 §4)
+
+def test_feature_map_elu_plus_one_is_the_linear_mixer_without_its_refusal():
+    x = tokens()
+    plain = TinyLM(20, d_model=16, n_heads=2, mixer="linear", max_len=10).double()
+    watched = TinyLM(20, d_model=16, n_heads=2, mixer="linear", max_len=10, feature_map="elu+1").double()
+    with torch.no_grad():
+        assert (plain(x) - watched(x)).abs().max() < 1e-12
+    assert watched.smallest_normaliser() > 0
+
+
+@pytest.mark.parametrize("feature_map", FEATURE_MAPS)
+def test_watched_maps_stay_causal_and_record_the_smallest_normaliser(feature_map):
+    eps = 1e-6 if feature_map == "relu" else 0.0  # relu: a query with no positive feature would give 0/0
+    model = TinyLM(20, d_model=16, n_heads=2, mixer="linear", max_len=10, feature_map=feature_map, eps=eps).double()
+    assert_causal(model)
+    assert model.smallest_normaliser() >= 0  # its value: test_the_smallest_normaliser_is_...
+
+
+def test_identity_runs_where_linear_attention_refuses():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 8, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    with pytest.raises(ValueError, match="degenerate normaliser"):
+        linear_attention(q, k, v, identity, causal=True)
+    mixer = Mixer(8, 2, "linear", conv_size=0, feature_map="identity").double()
+    mixer(torch.randn(1, 8, 8, generator=g, dtype=torch.float64))
+    assert torch.isfinite(mixer.smallest_normaliser)
+
+
+def test_the_smallest_normaliser_is_the_smallest_absolute_denominator():
+    g = torch.Generator().manual_seed(1)
+    mixer = Mixer(8, 2, "linear", conv_size=0, feature_map="identity", eps=0.5).double()
+    x = torch.randn(2, 6, 8, generator=g, dtype=torch.float64)
+    with torch.no_grad():
+        mixer(x)
+        q, k, _ = mixer.qkv(x).view(2, 6, 3, 2, 4).permute(2, 0, 3, 1, 4)  # [B, H, T, dh] each
+        denominators = torch.einsum("bhid,bhjd->bhij", q, k).tril().sum(-1) + 0.5  # [B, H, T]
+    assert abs(float(mixer.smallest_normaliser) - float(denominators.abs().min())) < 1e-12
+
+
+@pytest.mark.parametrize("args, message", [
+    (dict(mixer="softmax", feature_map="relu"), "feature_map must be None or, with mixer 'linear'"),
+    (dict(mixer="linear", feature_map="tanh"), "feature_map must be None or, with mixer 'linear'"),
+])
+def test_bad_feature_maps_are_refused(args, message):
+    with pytest.raises(ValueError, match=message):
+        TinyLM(20, **args)
+
+
+def test_smallest_normaliser_needs_a_watched_forward_pass():
+    with pytest.raises(ValueError, match="feature_map=... and one forward pass"):
+        TinyLM(20, mixer="linear", feature_map="relu").smallest_normaliser()
+    with pytest.raises(ValueError, match="feature_map=... and one forward pass"):
+        TinyLM(20, mixer="linear").smallest_normaliser()
+
+
+def test_spikes_count_rises_above_the_recent_lowest_loss():
+    assert count_spikes([3.0, 2.0, 1.0, 1.5, 2.5, 0.9]) == 1  # 2.5 > 1.0 + 1
+    assert count_spikes([3.0, 2.0, 1.0, 2.5], window=1) == 1 and count_spikes([1.0, 1.9]) == 0
+
+
+def test_a_short_watched_run_reports_plain_json():
+    run = StabilityRun("elu+1", steps=6, batch_size=8, test_examples=16, keep_every=4)
+    result = train_watching_normaliser(run)
+    json.dumps(result, allow_nan=False)
+    assert result["first_nonfinite_step"] is None and result["nonfinite_in"] is None
+    assert result["trace"]["step"] == [0, 4, 5] and result["smallest_normaliser"] > 0
+    assert 0 <= result["accuracy"] <= 1 and result["final_loss"] > 0
+
+
+def test_summarise_groups_seeds_and_skips_missing_numbers():
+    def run(seed, stop, smallest, grad, accuracy):
+        return {"feature_map": "relu", "eps": 0.0, "lr": 0.01, "seed": seed, "first_nonfinite_step": stop,
+                "spikes": 1, "smallest_normaliser": smallest, "largest_grad_norm": grad, "accuracy": accuracy,
+                "final_loss": None if stop is not None else 1.0}
+    rows = summarise([run(0, 3, 0.0, None, 0.0), run(1, None, 0.5, 2.0, 0.9),
+                      run(0, None, 1.0, 1.0, 0.5) | {"lr": 0.003}])
+    assert [(r["lr"], r["seeds"]) for r in rows] == [(0.01, [0, 1]), (0.003, [0])]
+    first = rows[0]
+    assert first["nonfinite_steps"] == [3, None] and first["spikes"] == 2
+    assert first["smallest_normaliser"] == 0.0 and first["largest_grad_norm"] == 2.0
+    assert first["recall"] == [0.0, 0.9] and first["final_loss"] == [None, 1.0]

@@ -18,8 +18,6 @@ NOT_LESSONS = {  # notebooks without the lesson ending, and why
 }
 LESSONS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if p.stem not in NOT_LESSONS)
 MAX_CELL_LINES = 20
-REBUILD_MARK = "plain-python rebuild (up to 30 lines allowed)"  # seed 2's loops, re-built in 05b
-MAX_REBUILD_LINES = 30
 MAX_LINE = 100
 LINK = re.compile(r"\]\(([^)\s]+?\.ipynb)(#[^)\s]*)?\)")
 
@@ -43,9 +41,8 @@ def test_code_cells_are_short_and_lines_readable(path):
         if cell["cell_type"] != "code":
             continue
         lines = source(cell).splitlines()
-        limit = MAX_REBUILD_LINES if lines and REBUILD_MARK in lines[0] else MAX_CELL_LINES
-        if len(lines) > limit:
-            problems.append(f"c{index}: {len(lines)} lines (at most {limit})")
+        if len(lines) > MAX_CELL_LINES:
+            problems.append(f"c{index}: {len(lines)} lines (at most {MAX_CELL_LINES})")
         problems += [
             f"c{index}: a line of {len(line)} characters (at most {MAX_LINE}): {line[:40]}..."
             for line in lines
@@ -79,6 +76,56 @@ def test_notebook_links_lead_to_existing_notebooks_and_sections(path):
             elif anchor and anchor[1:] not in anchors(linked):
                 broken.append(f"c{index}: {target} has no section {anchor}")
     assert not broken, "\n".join(broken)
+
+
+def printed(cell: dict) -> list[str]:
+    """The texts a code cell's committed outputs show: streams, results and displayed text."""
+    texts = []
+    for output in cell.get("outputs", []):
+        if "text" in output:
+            texts.append("".join(output["text"]))
+        texts += ["".join(value) for kind, value in output.get("data", {}).items() if kind.startswith("text/")]
+    return texts
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
+def test_each_cell_prints_one_block_and_says_what_it_checked(path):
+    """A cell's prints are one block (``make notebooks`` merges them), and no check prints a bare
+    True or False: the reader is told what was compared, and how closely."""
+    problems = []
+    for index, cell in enumerate(cells(path)):
+        outputs = cell.get("outputs", [])
+        problems += [
+            f"c{index}: its {first['name']} is split into several blocks (re-run with `make notebooks`)"
+            for first, second in zip(outputs, outputs[1:])
+            if first["output_type"] == second["output_type"] == "stream" and first["name"] == second["name"]
+        ]
+        problems += [f"c{index}: prints a bare {text.strip()}" for text in printed(cell)
+                     if text.strip() in ("True", "False")]
+    assert not problems, "\n".join(problems)
+
+
+# The course's two sources are "the article" and "the interview reference"; "seed" means a random seed.
+SOURCE_AS_SEED = re.compile(r"\bseeds?\s+[12]\b|\bthe seeds\b|\bseed's\b|\bseeds'|\bseed section\b", re.I)
+LEARNER_TEXTS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "course_lib").rglob("*.py")])
+
+
+def seed_for_source(text: str) -> list[str]:
+    return [text[max(0, m.start() - 40): m.end() + 20].replace("\n", " ") for m in SOURCE_AS_SEED.finditer(text)]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
+def test_notebooks_name_the_sources_not_seeds(path):
+    notebook = json.loads(path.read_text())
+    found = [f"c{index}: ...{hit}..." for index, cell in enumerate(notebook["cells"])
+             for text in [source(cell), *printed(cell)] for hit in seed_for_source(text)]
+    found += [f"metadata: ...{hit}..." for hit in seed_for_source(json.dumps(notebook["metadata"]))]
+    assert not found, "say 'the article' or 'the interview reference':\n" + "\n".join(found)
+
+
+def test_readme_docs_and_package_name_the_sources_not_seeds():
+    found = [f"{p.relative_to(ROOT)}: ...{hit}..." for p in LEARNER_TEXTS for hit in seed_for_source(p.read_text())]
+    assert not found, "say 'the article' or 'the interview reference':\n" + "\n".join(found)
 
 
 def headed(cell: dict, title: str) -> bool:
@@ -115,3 +162,14 @@ def test_the_style_checks_catch_what_they_should(tmp_path):
         test_notebook_links_lead_to_existing_notebooks_and_sections(notebook)
     with pytest.raises(AssertionError, match="no '## Summary'"):
         test_lesson_ends_with_summary_interview_check_and_exercise(notebook)
+    split = {"output_type": "stream", "name": "stdout", "text": "a\n"}
+    bare = {"output_type": "execute_result", "data": {"text/plain": "True"}, "metadata": {}}
+    printing = {"cell_type": "code", "source": "print(1)", "metadata": {}, "outputs": [split, split, bare]}
+    seeded = {"cell_type": "markdown", "source": "As seed 1 says, and the seed's demo", "metadata": {}}
+    notebook.write_text(json.dumps({"cells": [printing, seeded], "metadata": {}}))
+    with pytest.raises(AssertionError) as printed_badly:
+        test_each_cell_prints_one_block_and_says_what_it_checked(notebook)
+    assert "c0: its stdout is split" in str(printed_badly.value) and "c0: prints a bare True" in str(printed_badly.value)
+    with pytest.raises(AssertionError, match="c1: ...As seed 1"):
+        test_notebooks_name_the_sources_not_seeds(notebook)
+    assert seed_for_source("random seeds 0 to 15; mean over random seeds; seed=3") == []

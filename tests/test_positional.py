@@ -281,7 +281,7 @@ def test_cuda_matches_cpu(causal):
         assert (actual.cpu() - remedy(q, k, v, causal=causal)).abs().max() < 1e-10
 
 
-# --- seed 1's remedies: absolute positions before φ, a sliding window; position weights ------
+# --- the article's remedies: absolute positions before φ, a sliding window; position weights ------
 
 from course_lib.attention import kernel_attention  # noqa: E402
 from course_lib.positional import (  # noqa: E402

@@ -19,7 +19,7 @@ import pytest
 
 from course_lib.grading import grade, load_exercise
 from course_lib.quiz import QUESTIONS, Quiz, question, show
-from course_lib.quiz import render
+from course_lib.quiz import links, render
 from course_lib.quiz.questions import canonical_answer
 from course_lib.quiz.key import KeyEntry, load_key
 from course_lib.quiz.session import NO_KEY
@@ -339,3 +339,52 @@ def test_quiz_mutants_together_fail_every_grader_test():
         assert failed(result) == mutant.targets, mutant.name
         caught |= failed(result)
     assert caught == {test.name for test in load_exercise(EXERCISE).tests}
+
+
+# --- the explanations' pointers are links (notebook 10 promises them) -------------------------
+
+
+def test_every_pointer_in_the_key_names_an_existing_notebook_and_heading():
+    found = 0
+    for qid, entry in KEY.items():
+        for notebook, sections in links.pointers(entry["explanation"]):
+            assert (ROOT / "notebooks" / notebook).is_file(), f"{qid}: notebooks/{notebook} does not exist"
+            for section in sections:
+                assert links.heading(section, notebook), f"{qid}: {notebook} has no section {section!r}"
+                found += 1
+    assert found >= 20
+
+
+def test_pointers_become_html_links_in_the_widget():
+    q, quiz = question("Q5"), Quiz()
+    widget = QuestionWidget(q, quiz)
+    widget.select(ANSWERS["Q5"])
+    widget.button.click()
+    hrefs = re.findall(r'<a href="([^"]+)" target="_blank">', widget.feedback.value)
+    assert "05_the_ledger.ipynb" in hrefs and "08_when_it_pays.ipynb" in hrefs
+    assert "05_the_ledger.ipynb#From-the-masked-matrix-to-the-recursion" in hrefs
+    assert "08_when_it_pays.ipynb#6-·-Verdict-on-&quot;constant-memory-in-decoding&quot;" in hrefs
+    assert "&lt;a href" not in widget.feedback.value  # the links are not escaped into text
+    assert "<script" not in links.to_html('<script>x</script> notebooks/01_the_bottleneck.ipynb')
+
+
+def test_pointers_become_markdown_links_and_stay_plain_in_text():
+    feedback = Quiz().answer("Q7", ANSWERS["Q7"])
+    md = feedback._repr_markdown_()
+    assert md.startswith(f"**Q7: {ANSWERS['Q7']} is correct.**")
+    assert "[notebooks/06_price_of_the_summary.ipynb](06_price_of_the_summary.ipynb)" in md
+    targets = re.findall(r"\]\(([^)\s]+)\)", md)
+    assert len(targets) == 3 and all(t.startswith("06_price_of_the_summary.ipynb") for t in targets)
+    assert "notebooks/06_price_of_the_summary.ipynb (sections" in feedback.text()  # print(): plain text
+    assert "](" not in feedback.text()
+
+
+def test_links_resolve_headings_with_marks_quotes_and_maths():
+    assert links.anchor("The elu + 1 kernel is *not* softmax", "02_blackboard_associativity.ipynb") == (
+        "The-elu-+-1-kernel-is-not-softmax"
+    )
+    assert links.heading("3 · Verdict on 'the speed-up is about N/d'", "08_when_it_pays.ipynb") == (
+        '3 · Verdict on "the speed-up is about $N/d$"'
+    )
+    assert links.heading("No such section at all", "08_when_it_pays.ipynb") is None
+    assert links.split("no pointer here") == [links.Link("no pointer here")]

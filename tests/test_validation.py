@@ -1,4 +1,4 @@
-"""The validation contract (seed 2): bad input raises a ValueError that says what is wrong."""
+"""The validation contract (the interview reference's): bad input raises a ValueError that says what is wrong."""
 
 import math
 

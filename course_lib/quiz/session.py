@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_lib.quiz.key import load_key
+from course_lib.quiz.links import to_markdown
 from course_lib.quiz.questions import QUESTIONS, Question
 
 NO_KEY = "This copy has no quiz key (solutions/quiz_key.json): your answer is recorded; your instructor grades the quiz."
@@ -32,6 +33,15 @@ class Feedback:
             return f"{self.question_id}: {self.answer} recorded.\n{self.explanation}"
         verdict = "correct" if self.correct else f"not correct (the key is {self.key})"
         return f"{self.question_id}: {self.answer} is {verdict}.\n{self.explanation}"
+
+    def markdown(self) -> str:
+        """Verdict and explanation as markdown, the explanation's notebook pointers as links."""
+        verdict, explanation = self.text().split("\n", 1)
+        return f"**{verdict}**\n\n{to_markdown(explanation)}"
+
+    def _repr_markdown_(self) -> str:
+        """A notebook shows the markdown (links); ``print`` shows ``text()``."""
+        return self.markdown()
 
     def __str__(self) -> str:
         return self.text()

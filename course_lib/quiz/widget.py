@@ -1,9 +1,13 @@
-"""``QuestionWidget``: one quiz question as ipywidgets, with a "Check" button that explains after answering."""
+"""``QuestionWidget``: one quiz question as ipywidgets, with a "Check" button that explains after answering.
+
+The explanation's pointers ("See notebooks/05_the_ledger.ipynb (section ...)") are rendered as links.
+"""
 
 import html
 
 import ipywidgets as widgets
 
+from course_lib.quiz.links import to_html
 from course_lib.quiz.questions import Question
 from course_lib.quiz.session import Quiz
 
@@ -52,8 +56,9 @@ class QuestionWidget(widgets.VBox):
             return
         feedback = self.quiz.answer(self.question.id, answer)
         colour = "green" if feedback.correct else "firebrick"
-        lines = html.escape(feedback.text()).split("\n")
-        self.feedback.value = f'<div style="color:{colour}"><b>{lines[0]}</b></div>' + "<br>".join(lines[1:])
+        verdict, explanation = feedback.text().split("\n", 1)
+        self.feedback.value = f'<div style="color:{colour}"><b>{html.escape(verdict)}</b></div>' + "<br>".join(
+            to_html(line) for line in explanation.split("\n"))  # the pointers become links
 
     def _repr_mimebundle_(self, **kwargs: object) -> dict:
         """The widget for Jupyter, and the question text instead of ``VBox(...)`` for static views."""

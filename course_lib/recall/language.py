@@ -1,6 +1,6 @@
 """A byte-level language model on Python's own standard library, one per mixer (notebook 12 §5).
 
-Seed 1 says linear attention "costs 0.5–2 points of accuracy". A recall task shows where a ledger
+The article says linear attention "costs 0.5–2 points of accuracy". A recall task shows where a ledger
 fails; ordinary next-token prediction shows what that costs on text. The corpus is every ``.py``
 file of the running interpreter's standard library (``sysconfig``'s "stdlib" path, without
 ``site-packages``, ``test`` and ``idlelib``), so every machine has it and nothing is downloaded.

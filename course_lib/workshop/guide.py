@@ -4,7 +4,7 @@ graders' known mistakes — never edited by hand (a test fails when the committe
 The common mistakes of each exercise are the graders' mutants (``tests/grader_mutants.py``: the
 plausible wrong answers every grader test is proven against), each with its mistake in plain
 words and the tests it fails; the guide is therefore written from a repository checkout.
-The seed's interview questions come from ``course_lib.quiz`` (Q1–Q10) and from notebook 10's
+The article's interview questions come from ``course_lib.quiz`` (Q1–Q10) and from notebook 10's
 "Three questions to dig deeper" (F1–F3).
 """
 

@@ -3,7 +3,7 @@
 Every notebook in ``notebooks/`` carries, in ``metadata["course"]``, what The Carpentries put at
 the top and bottom of an episode — ``questions``, ``objectives``, ``keypoints`` — plus what an
 instructor needs to plan a room: ``demo`` (what to run live), ``discussion`` (questions for the
-room), ``interview`` (which of the seed's interview questions Q1–Q10 and follow-ups F1–F3 it
+room), ``interview`` (which of the article's interview questions Q1–Q10 and follow-ups F1–F3 it
 prepares), ``prerequisites`` (notebook stems), ``exercises`` (exercise ids), and minutes.
 
 Minutes are a measurement plus a stated rule, never a guess typed in:

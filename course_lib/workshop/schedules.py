@@ -53,10 +53,10 @@ LUNCH = pause(60, "lunch")
 
 PLANS = (
     Plan("3-hour taster", minutes_per_day=180, days=((
-        Block("opening", "welcome, set-up check (`python -m course_lib.workshop doctor`)", 10),
+        Block("opening", "welcome (participants ran `python -m course_lib.workshop doctor` beforehand)", 5),
         lesson("01_the_bottleneck"), lesson("02_blackboard_associativity"), exercise("ex02_linear_attention"),
         pause(10), lesson("05_the_ledger"), exercise("ex05_causal_linear_attention"),
-        Block("closing", "key points, feedback", 10)),)),
+        Block("closing", "key points, feedback", 5)),)),
     Plan("full day", minutes_per_day=480, days=((
         OPENING, lesson("01_the_bottleneck"), exercise("ex01_softmax_attention"), pause(15),
         lesson("02_blackboard_associativity"), exercise("ex02_linear_attention"), LUNCH,
