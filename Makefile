@@ -59,28 +59,28 @@ notebooks: install
 
 # Regenerate the student notebooks in exercises/ from solutions/.
 exercises: install
-	$(BIN)/python -m course_lib.exercise_builder
+	$(BIN)/python -m course_tools.exercise_builder
 
 # The instructor guide (docs/instructor_guide.md) from the notebooks' lesson metadata, the schedules and
-# the graders' known mistakes; `python -m course_lib.workshop measure` re-times the notebooks first.
+# the graders' known mistakes; `python -m course_tools.workshop measure` re-times the notebooks first.
 guide: install
-	$(BIN)/python -m course_lib.workshop guide
+	$(BIN)/python -m course_tools.workshop guide
 
 # The student copy: notebooks, exercises, course_lib, results and README, without solutions/ or the quiz
 # key, as dist/linear-attention-course/ and dist/linear-attention-course.zip.
 release: install
-	$(BIN)/python -m course_lib.workshop release
+	$(BIN)/python -m course_tools.workshop release
 
 # One reveal.js deck per notebook in build/slides/ (nbconvert), with reveal.js, RequireJS, MathJax and
 # jQuery fetched once from npm into build/slides/vendor/: the decks open offline from the file system.
 slides: install
-	$(BIN)/python -m course_lib.workshop slides --out build/slides
+	$(BIN)/python -m course_tools.workshop slides --out build/slides
 
 # A workshop room on one server (docs/setup.md, "One shared server"), run as root. JupyterHub, the
 # first-use authenticator and the idle culler (PyPI), configurable-http-proxy (npm), PyTorch and the
 # student copy of the course all go to HUB_PREFIX, in an environment built from the system's Python
 # (HUB_PYTHON) so that every participant's account can run it: .venv's Python may sit in a home only its
-# owner can enter. Each `make hub` refreshes the student copy and the installed course_lib; the
+# owner can enter. Each `make hub` refreshes the student copy and the installed course_lib and course_tools; the
 # participants' own copies (made at their first start) are kept.
 HUB_PREFIX ?= /srv/linear-attention-course
 HUB_PYTHON ?= /usr/bin/python3
@@ -102,8 +102,8 @@ $(HUB_STAMP): pyproject.toml
 	touch $@
 
 hub-install: install $(HUB_STAMP)
-	$(BIN)/python -m course_lib.workshop release --out $(HUB_PREFIX)/course
-	$(HUB_BIN)/python -m pip install --no-deps --force-reinstall "$(HUB_PREFIX)/course"
+	$(BIN)/python -m course_tools.workshop release --out $(HUB_PREFIX)/course
+	$(HUB_BIN)/python -m pip install --no-deps --force-reinstall .
 	chmod -R a+rX $(HUB_PREFIX)/venv $(HUB_PREFIX)/course $(HUB_PREFIX)/proxy
 
 # PARTICIPANTS: one user name per line, `name admin` for instructors (docs/setup.md). HUB_IP=0.0.0.0 opens it to
@@ -114,7 +114,7 @@ hub: hub-install
 	cd $(HUB_PREFIX)/state && WORKSHOP_PREFIX=$(HUB_PREFIX) WORKSHOP_STATE=$(HUB_PREFIX)/state \
 	  WORKSHOP_PARTICIPANTS=$(abspath $(PARTICIPANTS)) WORKSHOP_IP=$(HUB_IP) WORKSHOP_PORT=$(HUB_PORT) \
 	  WORKSHOP_MEM_LIMIT=$(HUB_MEM) WORKSHOP_CPU_LIMIT=$(HUB_CPUS) WORKSHOP_IDLE_TIMEOUT=$(HUB_IDLE_S) \
-	  $(HUB_BIN)/jupyterhub -f $(CURDIR)/course_lib/workshop/jupyterhub_config.py
+	  $(HUB_BIN)/jupyterhub -f $(CURDIR)/course_tools/workshop/jupyterhub_config.py
 
 # The hub end to end (tests/test_hub.py): three participants, their servers, a notebook in one kernel,
 # isolation, limits, first-use passwords, the culler; timings printed. Root only (.ci/run says when it skips).

@@ -1,4 +1,4 @@
-"""course_lib.exercise_builder: marker transformation, and exercises/ in sync with solutions/."""
+"""course_tools.exercise_builder: marker transformation, and exercises/ in sync with solutions/."""
 
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from course_lib.exercise_builder import MarkerError, build, build_exercise, main, out_of_sync, strip_solutions
+from course_tools.exercise_builder import MarkerError, build, build_exercise, main, out_of_sync, strip_solutions
 from course_lib.grading import load_exercise
 
 ROOT = Path(__file__).resolve().parents[1]

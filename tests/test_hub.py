@@ -30,7 +30,7 @@ from helpers import free_port, sanitize
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
-from course_lib.workshop import room
+from course_tools.workshop import room
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = Path(os.environ.get("HUB_PREFIX", "/srv/linear-attention-course"))
@@ -54,7 +54,24 @@ def why_not() -> str | None:
                    "proxy/node_modules/.bin/configurable-http-proxy"):
         if not (PREFIX / needed).exists():
             return f"the hub is not built ({PREFIX / needed} is missing): run `make test-hub`"
+    stale = stale_packages()
+    if stale:
+        return f"the hub was built from other code ({stale[0]}): run `make test-hub`, which refreshes it"
     return None
+
+
+def stale_packages() -> list[str]:
+    """The repository's course_lib / course_tools sources that the hub's environment lacks or holds
+    in another version (the hub installs them at `make hub-install`)."""
+    sites = sorted((PREFIX / "venv/lib").glob("python*/site-packages"))
+    if not sites:
+        return [f"no site-packages under {PREFIX / 'venv/lib'}"]
+    differ = []
+    for source in sorted([*(ROOT / "course_lib").rglob("*.py"), *(ROOT / "course_tools").rglob("*.py")]):
+        installed = sites[0] / source.relative_to(ROOT)
+        if not installed.exists() or installed.read_bytes() != source.read_bytes():
+            differ.append(f"{source.relative_to(ROOT)} differs")
+    return differ
 
 
 def remove_accounts() -> list[str]:
@@ -92,7 +109,7 @@ class Hub:
                    WORKSHOP_API_TOKEN=self.token)
         self.log = state / "hub.log"
         self.process = subprocess.Popen(
-            [str(PREFIX / "venv/bin/jupyterhub"), "-f", str(ROOT / "course_lib/workshop/jupyterhub_config.py")],
+            [str(PREFIX / "venv/bin/jupyterhub"), "-f", str(ROOT / "course_tools/workshop/jupyterhub_config.py")],
             cwd=state, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT)
 
     def api(self, method: str, path: str, **kwargs) -> requests.Response:
@@ -290,7 +307,7 @@ def test_a_participants_kernel_lives_under_the_memory_and_cpu_limits(hub, server
     alice = servers[0]
     code = ("import subprocess, sys\n"
             "from pathlib import Path\n"
-            "from course_lib.workshop.room import CGROUP_ROOT, own_cgroup\n"
+            "from course_tools.workshop.room import CGROUP_ROOT, own_cgroup\n"
             "mine = Path('/proc/self/cgroup').read_text()\n"
             "memory, cpu = (CGROUP_ROOT / c / own_cgroup(c, mine).lstrip('/') for c in ('memory', 'cpu'))\n"
             "print(memory.parts[-2:], cpu.parts[-2:])\n"

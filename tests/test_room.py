@@ -1,4 +1,4 @@
-"""The workshop room's pure parts (course_lib.workshop.room), on any machine: the participants file,
+"""The workshop room's pure parts (course_tools.workshop.room), on any machine: the participants file,
 the settings the hub reads from WORKSHOP_*, each user's private copy, and the cgroup limits
 (written into a stand-in for /sys/fs/cgroup). tests/test_hub.py runs them inside a real hub."""
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.workshop import room
+from course_tools.workshop import room
 
 PROC_CGROUP = "4:memory:/process_api/abc\n2:cpu,cpuacct:/\n0::/\n"
 

@@ -1,4 +1,4 @@
-"""course_lib.workshop: lesson metadata in every notebook, the schedules' minutes, the generated guide."""
+"""course_tools.workshop: lesson metadata in every notebook, the schedules' minutes, the generated guide."""
 
 import json
 import shutil
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.workshop import guide, lessons, schedules
-from course_lib.workshop.__main__ import main
+from course_tools.workshop import guide, lessons, schedules
+from course_tools.workshop.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,7 +88,7 @@ def test_a_plan_that_does_not_fit_its_day_is_refused():
 
 def test_the_committed_guide_is_the_generated_one():
     committed = (ROOT / guide.GUIDE).read_text(encoding="utf-8")
-    assert committed == guide.render(ROOT), "docs/instructor_guide.md is stale: run python -m course_lib.workshop guide"
+    assert committed == guide.render(ROOT), "docs/instructor_guide.md is stale: run python -m course_tools.workshop guide"
 
 
 def test_the_guide_names_every_exercise_mistake_and_interview_question():
@@ -118,7 +118,7 @@ def test_guide_check_fails_on_a_stale_guide(tmp_path, monkeypatch, capsys):
 def test_the_student_copy_has_the_course_and_nothing_of_the_solutions(tmp_path):
     import zipfile
 
-    from course_lib.workshop import release
+    from course_tools.workshop import release
 
     folder, archive = release.build(ROOT, tmp_path / "student")
     names = {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()}
@@ -133,7 +133,7 @@ def test_the_student_copy_has_the_course_and_nothing_of_the_solutions(tmp_path):
 
 
 def test_a_leaked_solution_is_found(tmp_path):
-    from course_lib.workshop import release
+    from course_tools.workshop import release
 
     (tmp_path / "exercises").mkdir()
     shutil.copy(ROOT / "solutions" / "ex01_softmax_attention.ipynb", tmp_path / "exercises" / "copied.ipynb")
@@ -147,14 +147,14 @@ def test_a_leaked_solution_is_found(tmp_path):
 
 
 def test_doctor_passes_here_and_names_what_to_fix(monkeypatch, capsys):
-    from course_lib.workshop import doctor
+    from course_lib import doctor
 
-    assert main(["doctor"]) == 0
+    assert doctor.run() == 0
     out = capsys.readouterr().out
     assert "ok  device: " in out and "smoke run: causal linear attention = oracle" in out and "all good" in out
     monkeypatch.setattr(doctor.importlib.metadata, "version",
                         lambda name: "0.1" if name == "torch" else importlib_version(name))
-    assert main(["doctor"]) == 1
+    assert doctor.run() == 1
     out = capsys.readouterr().out
     assert "FIX torch 0.1 (needs >=2.2)" in out and "- upgrade it: pip install 'torch>=2.2'" in out
 
@@ -183,7 +183,7 @@ def test_binder_builds_from_environment_yml_alone():
 def test_the_slide_rule_marks_headings_derivations_plots_and_verdicts():
     import nbformat
 
-    from course_lib.workshop import slides
+    from course_tools.workshop import slides
 
     cells = [nbformat.v4.new_markdown_cell("# 05 · Title"), nbformat.v4.new_markdown_cell("plain prose"),
              nbformat.v4.new_markdown_cell("## 2 · A section"), nbformat.v4.new_markdown_cell("so $$a = b$$ follows"),
@@ -206,14 +206,14 @@ def test_every_notebook_cell_has_a_slide_type():
     for path in lessons.notebook_paths(ROOT):
         notebook = nbformat.read(path, as_version=4)
         kinds = [cell.metadata.get("slideshow", {}).get("slide_type") for cell in notebook.cells]
-        assert set(kinds) <= valid, f"{path.name}: run python -m course_lib.workshop slides --tag"
+        assert set(kinds) <= valid, f"{path.name}: run python -m course_tools.workshop slides --tag"
         assert kinds[0] == "slide", path.name
 
 
 def test_a_deck_loads_every_script_from_the_local_vendor_folder(tmp_path):
     import re
 
-    from course_lib.workshop import slides
+    from course_tools.workshop import slides
 
     for name in slides.VENDOR:  # the packages' folders, as npm leaves them (the build only links to them)
         (tmp_path / "vendor" / "node_modules" / name).mkdir(parents=True)

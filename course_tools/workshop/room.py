@@ -1,7 +1,7 @@
 """A workshop room on one server, the parts that need no JupyterHub: who takes part, the room's
 settings, each participant's private copy of the course, and the per-user memory and CPU limits.
 
-``course_lib.workshop.hub`` plugs these into JupyterHub (``make hub``); they live here so that
+``course_tools.workshop.hub`` plugs these into JupyterHub (``make hub``); they live here so that
 ``make test`` checks them on any machine. The limits are written by hand because no kept spawner
 enforces them without systemd or Docker (``LocalProcessSpawner`` ignores ``mem_limit`` and
 ``cpu_limit``; ``jupyterhub-systemdspawner``, The Littlest JupyterHub's choice, needs systemd as

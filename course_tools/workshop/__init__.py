@@ -5,10 +5,10 @@
 * ``schedules``: three workshop schedules built from those minutes;
 * ``guide``: ``docs/instructor_guide.md``, written from the lessons, the schedules and the graders'
   known mistakes;
-* ``doctor``: the participants' pre-flight check; ``release``: the student copy; ``slides``: one
+* ``release``: the student copy (the participants' pre-flight check is ``course_lib.doctor``, in it); ``slides``: one
   offline reveal.js deck per notebook;
 * ``room`` and ``hub``: a workshop room on one server (``make hub``): the participants, their
   private copies and limits (``room``, no JupyterHub needed) and the JupyterHub configuration
   (``hub``, the ``hub`` extra; ``jupyterhub_config.py`` is the file ``jupyterhub -f`` reads);
-* the command line: ``python -m course_lib.workshop guide | measure | doctor | release | slides``.
+* the command line: ``python -m course_tools.workshop guide | measure | release | slides``.
 """

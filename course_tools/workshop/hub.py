@@ -17,7 +17,7 @@ from jupyterhub.auth import LocalAuthenticator
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Unicode
 
-from course_lib.workshop import room
+from course_tools.workshop import room
 
 ADMIN_SERVICE = "workshop-admin"
 ADMIN_SCOPES = ["admin:users", "admin:servers", "access:servers", "list:services", "read:services"]

@@ -1,4 +1,7 @@
-"""``python -m course_lib.workshop doctor``: the pre-flight check a participant runs before a workshop.
+"""``python -m course_lib.doctor``: the pre-flight check a participant runs before a workshop.
+
+It lives in ``course_lib``, not with the instructor's kit in ``course_tools``, because participants
+run it from the student copy, which holds ``course_lib`` only.
 
 It prints the device, the versions of what the course needs against the ranges it declares
 (``pyproject.toml``, read back through ``importlib.metadata``), the Jupyter kernels, and a
@@ -104,3 +107,7 @@ def run() -> int:
     if not fixes:
         print("\nall good: you are ready for the workshop")
     return 1 if fixes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())

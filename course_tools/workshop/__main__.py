@@ -1,5 +1,6 @@
-"""python -m course_lib.workshop guide [--check] | measure [NOTEBOOK ...] | doctor | release [--out DIR] |
-slides [--tag] [--out DIR]: the instructor's kit."""
+"""python -m course_tools.workshop guide [--check] | measure [NOTEBOOK ...] | release [--out DIR] |
+slides [--tag] [--out DIR]: the instructor's kit. (The participants' pre-flight check is
+``python -m course_lib.doctor``: it ships in the student copy.)"""
 
 import argparse
 import sys
@@ -7,18 +8,17 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.workshop import doctor, guide, lessons, measure, release, slides
+from course_tools.workshop import guide, lessons, measure, release, slides
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.workshop",
+    parser = argparse.ArgumentParser(prog="python -m course_tools.workshop",
                                      description="The instructor's kit, generated from the notebooks.")
     commands = parser.add_subparsers(dest="command", required=True)
     write = commands.add_parser("guide", help=f"write {guide.GUIDE} from the notebooks (run from the repository)")
     write.add_argument("--check", action="store_true", help="only say whether the committed guide is up to date")
     timing = commands.add_parser("measure", help="run notebooks and record their minutes in their metadata")
     timing.add_argument("notebooks", nargs="*", type=Path, help="default: every notebook in notebooks/")
-    commands.add_parser("doctor", help="the participant's pre-flight check: versions, device, kernel, a smoke run")
     student = commands.add_parser("release", help="the student copy (no solutions, no quiz key): a folder and a zip")
     student.add_argument("--out", type=Path, default=Path("dist/linear-attention-course"),
                          help="folder to write; the zip goes beside it (default: dist/linear-attention-course)")
@@ -31,8 +31,6 @@ def main(argv: list[str] | None = None) -> int:
         return _slides(root, tag_only=args.tag, out=args.out)
     if args.command == "guide":
         return _guide(root, check=args.check)
-    if args.command == "doctor":
-        return doctor.run()
     if args.command == "release":
         folder, archive = release.build(root, args.out)
         files = sum(1 for path in folder.rglob("*") if path.is_file())
@@ -68,7 +66,7 @@ def _guide(root: Path, *, check: bool) -> int:
     text, path = guide.render(root), root / guide.GUIDE
     if check:
         fresh = path.exists() and path.read_text(encoding="utf-8") == text
-        print(f"{path} is {'up to date' if fresh else 'stale: run python -m course_lib.workshop guide'}")
+        print(f"{path} is {'up to date' if fresh else 'stale: run python -m course_tools.workshop guide'}")
         return 0 if fresh else 1
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

@@ -8,7 +8,7 @@ prepares), ``prerequisites`` (notebook stems), ``exercises`` (exercise ids), and
 
 Minutes are a measurement plus a stated rule, never a guess typed in:
 
-* ``run_seconds``: the notebook's measured run time (``python -m course_lib.workshop measure``
+* ``run_seconds``: the notebook's measured run time (``python -m course_tools.workshop measure``
   executes it and records the seconds and the machine in ``measured_on``);
 * ``teaching_minutes`` = ⌈run_seconds / 60 + prose words / WORDS_PER_MINUTE +
   MINUTES_PER_CODE_CELL · code cells⌉, counted from the notebook itself (``teaching_minutes``);
@@ -114,7 +114,7 @@ def _minute_problems(lesson: Lesson, exercises: dict[str, int]) -> list[str]:
     meta, stem = lesson.meta, lesson.stem
     seconds = meta.get("run_seconds")
     if not isinstance(seconds, (int, float)) or seconds <= 0 or not meta.get("measured_on"):
-        return [f"{stem}: 'run_seconds' (> 0) and 'measured_on' must come from `python -m course_lib.workshop measure`"]
+        return [f"{stem}: 'run_seconds' (> 0) and 'measured_on' must come from `python -m course_tools.workshop measure`"]
     found = []
     expected = teaching_minutes(seconds, lesson.words, lesson.code_cells)
     if meta.get("teaching_minutes") != expected:

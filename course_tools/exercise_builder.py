@@ -10,7 +10,7 @@ and becomes ``raise NotImplementedError("<exercise id>: <hint>")`` at the
 marker's indentation (a message too long for one line of ``MAX_LINE`` characters
 is split into adjacent string literals, one per line). Cells tagged ``solution-only`` are dropped; outputs and
 execution counts are cleared. The exercise id is the notebook metadata
-``course_lib.exercise``. Run ``python -m course_lib.exercise_builder`` (``make
+``course_lib.exercise``. Run ``python -m course_tools.exercise_builder`` (``make
 exercises``) from the repository root; ``--check`` only reports what is out of date.
 """
 
@@ -150,7 +150,7 @@ def build(source: Path, dest: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: build (default) or ``--check`` the exercises."""
-    parser = argparse.ArgumentParser(prog="python -m course_lib.exercise_builder", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m course_tools.exercise_builder", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--source", type=Path, default=Path("solutions"), help="solution notebooks (default: solutions)"
     )

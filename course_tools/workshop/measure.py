@@ -1,6 +1,6 @@
 """Measure how long each notebook runs and record it in its lesson metadata (``lessons``).
 
-``python -m course_lib.workshop measure [NOTEBOOK ...]`` executes each notebook from a fresh
+``python -m course_tools.workshop measure [NOTEBOOK ...]`` executes each notebook from a fresh
 kernel on the CPU (``COURSE_DEVICE=cpu``, as CI runs them), times the whole run, kernel start
 included, and writes ``run_seconds``, ``measured_on`` and the ``teaching_minutes`` that follow
 from them into ``metadata["course"]``. Outputs are not touched: the committed, executed outputs
@@ -16,7 +16,7 @@ from nbclient import NotebookClient
 
 from course_lib.bench.report import machine_metadata
 from course_lib.device import get_device
-from course_lib.workshop.lessons import exercise_minutes, read_lesson, teaching_minutes
+from course_tools.workshop.lessons import exercise_minutes, read_lesson, teaching_minutes
 
 
 def run_seconds(path: Path, *, timeout: float = 600.0) -> float:
