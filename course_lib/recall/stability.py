@@ -2,7 +2,7 @@
 
 One run trains ``models.TinyLM`` with the "linear" mixer and a chosen ``feature_map`` (elu + 1,
 identity or ReLU) dividing by the normaliser φ(q_i)ᵀΣ_{j≤i}φ(k_j) + eps as it comes, with no
-refusal, on multi-query associative recall, with the recipe of ``train.fit`` (AdamW, weight decay
+refusal, on multi-query associative recall, with ``train.fit`` (AdamW, weight decay
 0.1, warm-up then cosine, gradient norm clipped at 1). Every step records the loss, the smallest
 |normaliser| of any layer, head and token, and the gradient norm before clipping. A run stops at its
 first non-finite loss or gradient (one more optimiser step would make every weight NaN). ``benchmarks/signed_feature_maps.py`` runs the
@@ -15,12 +15,11 @@ import time
 from dataclasses import asdict, dataclass
 
 import torch
-import torch.nn.functional as F
 
 from course_lib.bench.results import RESULTS_DIR
 from course_lib.models import TinyLM
-from course_lib.recall import IGNORE, mqar, recall_accuracy
-from course_lib.recall.train import warmup_cosine
+from course_lib.recall import mqar, recall_accuracy
+from course_lib.recall.train import fit
 
 GRID_FILE = RESULTS_DIR / "signed_feature_maps_cpu.json"  # written by benchmarks/signed_feature_maps.py
 SPIKE_WINDOW, SPIKE_JUMP = 50, 1.0  # a spike: the loss rises > 1 nat above the lowest of the previous 50 steps
@@ -66,33 +65,28 @@ def train_watching_normaliser(run: StabilityRun) -> dict:
                    feature_map=run.feature_map, eps=run.eps)
     task = dict(num_pairs=run.num_pairs, seq_len=run.seq_len, vocab_size=run.vocab_size)
     generator = torch.Generator().manual_seed(run.seed)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=run.lr, weight_decay=0.1)
     losses, smallest, grad_norms, stopped, where = [], [], [], None, None
+
+    def watch(step: int, loss: float, grad_norm: float) -> bool:
+        nonlocal stopped, where
+        losses.append(loss)
+        smallest.append(model.smallest_normaliser())  # of this step's forward pass
+        grad_norms.append(grad_norm)
+        if math.isfinite(loss) and math.isfinite(grad_norm):
+            return False
+        # one more update would make every weight NaN; a NaN gradient under a finite loss is e.g. 0/0
+        # at a position the loss does not score
+        stopped, where = step, "loss" if not math.isfinite(loss) else "gradient"
+        return True
+
     started = time.perf_counter()
-    for step in range(run.steps):
-        tokens, targets = mqar(run.batch_size, generator=generator, **task)  # [B, T] each
-        for group in optimiser.param_groups:
-            group["lr"] = warmup_cosine(step, run.steps, run.lr)
-        loss = F.cross_entropy(model(tokens).flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
-        losses.append(loss.item())
-        smallest.append(model.smallest_normaliser())
-        if not math.isfinite(losses[-1]):
-            stopped, where = step, "loss"
-            break
-        optimiser.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)))
-        if not math.isfinite(grad_norms[-1]):  # e.g. 0/0 at a position the loss does not score
-            stopped, where = step, "gradient"
-            break
-        optimiser.step()
+    fit(model, lambda: mqar(run.batch_size, generator=generator, **task), steps=run.steps, lr=run.lr, watch=watch)
     seconds = time.perf_counter() - started
     accuracy = 0.0
     if stopped is None:
         test = mqar(run.test_examples, generator=torch.Generator().manual_seed(10_000 + run.seed), **task)
         with torch.no_grad():
             accuracy = recall_accuracy(model(test[0]), test[1])
-    grad_norms += [math.nan] * (len(losses) - len(grad_norms))  # a step stopped at its loss has no gradient
     kept = sorted(set(range(0, len(losses), run.keep_every)) | {len(losses) - 1})
     return {**asdict(run), "accuracy": accuracy,
             "final_loss": None if stopped is not None else sum(losses[-20:]) / len(losses[-20:]),

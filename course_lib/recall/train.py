@@ -48,13 +48,17 @@ def warmup_cosine(step: int, steps: int, lr: float) -> float:
 
 
 def fit(model: torch.nn.Module, next_batch: Callable[[], tuple[torch.Tensor, torch.Tensor]], *, steps: int,
-        lr: float, progress: Callable[[float], object] | None = None) -> float:
+        lr: float, progress: Callable[[float], object] | None = None,
+        watch: Callable[[int, float, float], bool] | None = None) -> float:
     """Train ``model`` in place for ``steps`` steps; the last step's loss.
 
     ``next_batch()`` gives (inputs [B, T] long, targets [B, T] long) on the model's device; the loss
     is the cross-entropy of the logits at every target ≠ −100. AdamW (weight decay 0.1),
     ``warmup_cosine`` learning rate, gradient norm clipped at 1. ``progress``: an optional callable
-    taking each step's loss (a ``tqdm`` bar's update, for one). Shared by MQAR and the byte-level LM.
+    taking each step's loss (a ``tqdm`` bar's update, for one). ``watch(step, loss, grad_norm)``, if
+    given, sees each step's loss and gradient norm before clipping, after the backward pass and
+    before the update; returning True stops training there (``stability`` stops at a NaN). Shared by
+    MQAR, the byte-level LM and ``stability``.
     """
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
     loss = torch.tensor(float("nan"))
@@ -66,7 +70,9 @@ def fit(model: torch.nn.Module, next_batch: Callable[[], tuple[torch.Tensor, tor
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+        if watch is not None and watch(step, loss.item(), grad_norm):
+            break
         optimiser.step()
         if progress is not None:
             progress(loss.item())
