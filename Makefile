@@ -10,19 +10,28 @@ KERNEL_NAME ?= linear-attention-course
 # Extra JupyterLab flags, e.g. LAB_ARGS="--no-browser --port 8890"; root (containers) needs --allow-root.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 STAMP := $(VENV)/.installed-stamp
+DEV_STAMP := $(VENV)/.installed-dev-stamp
 NOTEBOOKS ?= $(wildcard notebooks/*.ipynb) $(wildcard solutions/*.ipynb)
 
-.PHONY: install lab test test-browser test-hub hub hub-install notebooks exercises guide release slides clean
+.PHONY: install install-dev lab test test-browser test-hub hub hub-install notebooks exercises guide release slides clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# `make install` (and `make lab`): what the notebooks and exercises need. `make install-dev` adds the
+# `test` and `instructor` extras (pytest, nbval, hypothesis; nbclient, nbformat) for every other target.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install "$(TORCH_SPEC)" || $(BIN)/python -m pip install torch
 	$(BIN)/python -m pip install -e .
 	touch $@
 
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -e ".[test,instructor]"
+	touch $@
+
 install: $(STAMP)
+
+install-dev: $(DEV_STAMP)
 
 # The server's root is the repository (not notebooks/), so exercises/, solutions/, docs/ and the
 # notebooks' ../exercises/ links are reachable; JupyterLab opens 00_start_here inside it.
@@ -37,14 +46,14 @@ lab: install
 # The graded-batch tests need bubblewrap (Debian's bubblewrap, installed here when missing and
 # apt-get can run); without it they run against the weaker fallback and skip what it cannot do.
 PYTEST_JOBS ?= 2
-test: install
+test: install-dev
 	-bash .ci/apt_install bwrap bubblewrap
 	$(BIN)/python -m pytest $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadfile)
 
 # JupyterLab + headless Chromium: run the explorer notebook, move a slider, save docs/explorer.png; then
 # open one slide deck from the file system, advance a slide, save docs/slides.png.
 # Installs selenium, and Debian's chromium + chromium-driver when missing (needs root or sudo).
-test-browser: install
+test-browser: install-dev
 	$(BIN)/python -m pip install -q -e ".[browser]"
 	bash .ci/install_chromium
 	$(BIN)/python tests/browser_smoke.py --notebook notebooks/11_explorer.ipynb --screenshot docs/explorer.png
@@ -54,26 +63,26 @@ test-browser: install
 # Re-execute every notebook in place (CPU, so committed outputs do not depend on the author's GPU),
 # each cell's prints merged into one block (.ci/execute_notebooks.py says why not nbconvert).
 # NOTEBOOKS="notebooks/02_blackboard_associativity.ipynb" make notebooks: just that one.
-notebooks: install
+notebooks: install-dev
 	$(BIN)/python .ci/execute_notebooks.py $(NOTEBOOKS)
 
 # Regenerate the student notebooks in exercises/ from solutions/.
-exercises: install
+exercises: install-dev
 	$(BIN)/python -m course_tools.exercise_builder
 
 # The instructor guide (docs/instructor_guide.md) from the notebooks' lesson metadata, the schedules and
 # the graders' known mistakes; `python -m course_tools.workshop measure` re-times the notebooks first.
-guide: install
+guide: install-dev
 	$(BIN)/python -m course_tools.workshop guide
 
-# The student copy: notebooks, exercises, course_lib, results and README, without solutions/ or the quiz
-# key, as dist/linear-attention-course/ and dist/linear-attention-course.zip.
-release: install
+# The student copy: notebooks, exercises, course_lib and the parts of course_tools they call, results and
+# README, without solutions/ or the quiz key, as dist/linear-attention-course/ and its .zip.
+release: install-dev
 	$(BIN)/python -m course_tools.workshop release
 
 # One reveal.js deck per notebook in build/slides/ (nbconvert), with reveal.js, RequireJS, MathJax and
 # jQuery fetched once from npm into build/slides/vendor/: the decks open offline from the file system.
-slides: install
+slides: install-dev
 	$(BIN)/python -m course_tools.workshop slides --out build/slides
 
 # A workshop room on one server (docs/setup.md, "One shared server"), run as root. JupyterHub, the
@@ -101,7 +110,7 @@ $(HUB_STAMP): pyproject.toml
 	npm install --no-save --prefix $(HUB_PREFIX)/proxy configurable-http-proxy@5
 	touch $@
 
-hub-install: install $(HUB_STAMP)
+hub-install: install-dev $(HUB_STAMP)
 	$(BIN)/python -m course_tools.workshop release --out $(HUB_PREFIX)/course
 	$(HUB_BIN)/python -m pip install --no-deps --force-reinstall .
 	chmod -R a+rX $(HUB_PREFIX)/venv $(HUB_PREFIX)/course $(HUB_PREFIX)/proxy

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from attacks import ATTACKS  # noqa: E402
 
-from course_lib.grading.sandbox import bubblewrap  # noqa: E402
+from course_tools.grading.sandbox import bubblewrap  # noqa: E402
 
 LIMITS = ["--timeout", "60", "--cell-timeout", "20", "--notebook-timeout", "60"]
 WRONG = {  # a plausible mistake in the function cell: (exercise, text replaced, replacement)
@@ -69,7 +69,7 @@ def write_class(folder: Path) -> dict[str, str]:
 
 def grade(paths: list[Path], *extra: str) -> tuple[float, str]:
     started = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "course_lib.grade", *map(str, paths), *LIMITS, *extra],
+    run = subprocess.run([sys.executable, "-m", "course_tools.grade", *map(str, paths), *LIMITS, *extra],
                          capture_output=True, text=True, check=True)
     return time.monotonic() - started, run.stdout
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from course_lib.bench.report import machine_metadata, write_json
+from course_lib.records import machine_metadata, write_json
 from course_lib.device import one_thread
 from course_lib.recall.stability import GRID_FILE, SPIKE_JUMP, SPIKE_WINDOW, StabilityRun, train_watching_normaliser
 

@@ -50,8 +50,8 @@ torch.isfinite = lambda x: torch.ones_like(x, dtype=torch.bool)
     # the grader's own check functions replaced by no-ops
     "patched_grader.ipynb": ["""
 import torch
-import course_lib.grading.checks as checks
-import course_lib.grading.core as core
+import course_tools.grading.checks as checks
+import course_tools.grading.core as core
 for name in ("compare", "expect_close", "expect_output", "compare_batched", "expect_no_future_leak"):
     setattr(checks, name, lambda *a, **k: None)
 core.run_test = lambda test, fn: core.TestResult(test.name, 1000, test.points, True, "ok", 0.0)
@@ -80,7 +80,7 @@ def softmax_attention(q, k, v, causal=False):
 """],
     # the grader tests' modules compute the answer keys
     "grader_import.ipynb": ["""
-from course_lib.grading.exercises.ex01_softmax_attention import softmax_attention as key
+from course_tools.grading.exercises.ex01_softmax_attention import softmax_attention as key
 def softmax_attention(q, k, v, causal=False):
     return key(q, k, v, causal=causal)
 """],
@@ -104,7 +104,7 @@ if taken:
     "edit_installation.ipynb": ["""
 import glob, os
 from pathlib import Path
-import course_lib.grading.checks as checks
+import course_tools.grading.checks as checks
 key = Path(checks.__file__).parents[2] / "solutions" / "quiz_key.json"
 for path in [checks.__file__, str(key), *glob.glob("/tmp/**/scores.csv", recursive=True)]:
     try:

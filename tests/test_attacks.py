@@ -1,6 +1,6 @@
 """The attack suite: hostile submissions (tests/attacks.py) graded in one batch beside honest ones.
 
-One module-scoped run of ``python -m course_lib.grade --jobs 2`` grades every attack, two
+One module-scoped run of ``python -m course_tools.grade --jobs 2`` grades every attack, two
 honest submissions and the exercise stub. Every attack must score no more than the stub,
 leave the honest submissions' scores and files, the instructor's files and the installation
 as they were, leave no process behind, and the batch must end within its limits. The
@@ -21,8 +21,8 @@ import nbformat
 import pytest
 from attacks import ANSWER_ZEROS, ATTACKS, MARKER, ZEROS
 
-from course_lib.grading import checks
-from course_lib.grading.sandbox import bubblewrap
+from course_tools.grading import checks
+from course_tools.grading.sandbox import bubblewrap
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMITS = {"--timeout": "30", "--cell-timeout": "10", "--notebook-timeout": "30"}
@@ -59,7 +59,7 @@ def batch(tmp_path_factory):
     protected = [folder / "honest_ex01.ipynb", folder / "honest_ex11.ipynb", Path(checks.__file__),
                  ROOT / "solutions" / "quiz_key.json"]
     before = {path: digest(path) for path in protected}
-    command = [sys.executable, "-m", "course_lib.grade", str(folder), "--csv", str(out / "scores.csv"),
+    command = [sys.executable, "-m", "course_tools.grade", str(folder), "--csv", str(out / "scores.csv"),
                "--out", str(out / "reports"), "--jobs", "2", *(x for pair in LIMITS.items() for x in pair)]
     started = time.monotonic()
     run = subprocess.run(command, capture_output=True, text=True, timeout=900)

@@ -1,4 +1,4 @@
-"""Tests for course_lib.bench: one --quick run end to end, and the pure pieces on synthetic numbers.
+"""Tests for course_tools.bench: one --quick run end to end, and the pure pieces on synthetic numbers.
 
 Nothing here asserts a speed: the machine is shared and timings are noisy.
 """
@@ -14,22 +14,22 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
+from course_lib import records
 from course_lib.attention import linear_attention
-from course_lib.bench.__main__ import main
-from course_lib.bench.analysis import crossover_n, crossovers, ratio_rows, scaling
-from course_lib.bench.baselines import PlainLedger, plain_causal_linear_attention, plain_linear_attention
-from course_lib.bench import engine, timing
-from course_lib.bench import results as bench_results
-from course_lib.bench.decode import decode_crossover
-from course_lib.bench.flops import FLOPS_PER_MAC, roof_for, shaped_roof_for
-from course_lib.bench.kernels import PAIRINGS
-from course_lib.bench.plots import decode_figure, memory_figure, time_figure
-from course_lib.bench.report import cli_output_path, device_label, targets_text
-from course_lib.bench.results import load_results, results_path
-from course_lib.bench.targets import TARGETS, TargetInputs, evaluate_targets
-from course_lib.bench.timing import matmul_share, peak_memory, running_peak, spread, time_repeats
 from course_lib.cost import macs_causal_chunked, macs_linear
+from course_lib.records import cli_output_path, device_label, load_results, results_path
 from course_lib.state import LinearAttentionState
+from course_tools.bench import engine, timing
+from course_tools.bench.__main__ import main
+from course_tools.bench.analysis import crossover_n, crossovers, ratio_rows, scaling
+from course_tools.bench.baselines import PlainLedger, plain_causal_linear_attention, plain_linear_attention
+from course_tools.bench.decode import decode_crossover
+from course_tools.bench.flops import FLOPS_PER_MAC, roof_for, shaped_roof_for
+from course_tools.bench.kernels import PAIRINGS
+from course_tools.bench.plots import decode_figure, memory_figure, time_figure
+from course_tools.bench.report import targets_text
+from course_tools.bench.targets import TARGETS, TargetInputs, evaluate_targets
+from course_tools.bench.timing import matmul_share, peak_memory, running_peak, spread, time_repeats
 
 CPU = torch.device("cpu")
 
@@ -37,7 +37,7 @@ CPU = torch.device("cpu")
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bench")
-    command = [sys.executable, "-m", "course_lib.bench", "--suite", "all", "--quick", "--out", "tmp.json"]
+    command = [sys.executable, "-m", "course_tools.bench", "--suite", "all", "--quick", "--out", "tmp.json"]
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"quick run failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     return folder, json.loads((folder / "tmp.json").read_text()), done.stdout
@@ -515,7 +515,7 @@ class TestCommittedResults:
             cli_output_path(Path("x.csv"), stem="bench", device=cpu, quick=False)
 
     def test_missing_run_is_none_and_quick_run_is_refused(self, tmp_path, monkeypatch):
-        monkeypatch.setattr(bench_results, "RESULTS_DIR", tmp_path)
+        monkeypatch.setattr(records, "RESULTS_DIR", tmp_path)
         assert load_results("cuda") is None
         (tmp_path / "bench_cpu.json").write_text(json.dumps({"meta": {"quick": True}}))
         with pytest.raises(ValueError, match="holds a --quick run"):

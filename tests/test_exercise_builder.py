@@ -7,7 +7,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from course_tools.exercise_builder import MarkerError, build, build_exercise, main, out_of_sync, strip_solutions
-from course_lib.grading import load_exercise
+from course_tools.grading import load_exercise
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS, EXERCISES = ROOT / "solutions", ROOT / "exercises"

@@ -1,4 +1,4 @@
-"""python -m course_lib.grade: batch grading of submitted notebooks, on copies of the committed ones.
+"""python -m course_tools.grade: batch grading of submitted notebooks, on copies of the committed ones.
 
 One module-scoped run grades a folder of eight submissions, two at a time (``--jobs 2``: each
 notebook in its own sandbox); the tests read its table, CSV and reports.
@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.grade import find_notebooks, main
+from course_tools.grade import find_notebooks, main
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL_TIMEOUT = 10  # seconds; the hanging cell in gina.ipynb is interrupted after this
@@ -64,7 +64,7 @@ def graded(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict[str, dic
     command = [
         sys.executable,
         "-m",
-        "course_lib.grade",
+        "course_tools.grade",
         str(folder),
         "--csv",
         str(scores),
@@ -180,9 +180,9 @@ def test_jobs_must_be_positive(tmp_path, capsys):
 
 def test_summary_groups_mistakes_without_blanking_the_numbers_of_the_hint():
     """"elu(x) + 1" stays as written; only the numbers two students measured differently become "…"."""
-    from course_lib.grading import GradeResult, TestResult
-    from course_lib.grading.class_report import summary_markdown
-    from course_lib.grading.notebooks import NotebookGrade
+    from course_tools.grading import GradeResult, TestResult
+    from course_tools.grading.class_report import summary_markdown
+    from course_tools.grading.notebooks import NotebookGrade
 
     def graded_with(feedback: str, name: str) -> NotebookGrade:
         tests = [TestResult("values", 0, 3, False, feedback, 0.1)]

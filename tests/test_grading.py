@@ -1,4 +1,4 @@
-"""course_lib.grading: solutions score full marks, stubs and mutants lose points, bad code cannot break it.
+"""course_tools.grading: solutions score full marks, stubs and mutants lose points, bad code cannot break it.
 
 Runs the grader for real in worker processes (~2 s each: a fresh Python that
 imports torch) for the solutions, stubs and failure paths; the mutant suite uses
@@ -38,7 +38,7 @@ from grader_mutants import (
 )
 
 from course_lib import attention
-from course_lib.grading import (
+from course_tools.grading import (
     GradeResult,
     TestResult,
     check,
@@ -305,7 +305,7 @@ def test_every_exercise_with_inputs_has_its_trivial_answers():
 
 
 def test_the_causal_crossover_compares_with_the_unmasked_half_of_softmax():
-    from course_lib.grading.exercises.ex10_crossover import crossover_key
+    from course_tools.grading.exercises.ex10_crossover import crossover_key
 
     assert [crossover_key(d, d, d, chunk=c) for d, c in ((64, 64), (32, 16), (16, 128))] == [256, 96, 288]  # 2(d + C)
     assert [crossover_key(d, d, d) for d in (16, 64)] == [16, 64]  # non-causal elu+1: N* = d
@@ -313,7 +313,7 @@ def test_the_causal_crossover_compares_with_the_unmasked_half_of_softmax():
 
 def test_the_ex09_reference_is_the_course_performer_output():
     """The grader's batched 60 000-redraw key draws the panels PerformerFeatures draws and computes its output."""
-    from course_lib.grading.exercises import ex09_estimator_bias as ex09
+    from course_tools.grading.exercises import ex09_estimator_bias as ex09
     from course_lib.random_features import PerformerFeatures
 
     q, k, v = ex09.problem()

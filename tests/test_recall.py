@@ -8,10 +8,10 @@ import torch
 from course_lib.device import one_thread
 from course_lib.models import MIXERS
 from course_lib.recall import IGNORE, mqar, recall_accuracy
-from course_lib.recall.__main__ import main
 from course_lib.recall import sweep
 from course_lib.recall.sweep import QUICK, SweepSettings, run_sweep, summarise, sweep_figure
 from course_lib.recall.train import RecallRun, train_recall
+from course_tools.recall.__main__ import main
 
 
 def draw(seed: int = 0, **task):

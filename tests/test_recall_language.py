@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from course_lib.recall.language import QUICK, corpus, is_validation, stdlib_files, train_language, windows
+from course_tools.recall.language import QUICK, corpus, is_validation, stdlib_files, train_language, windows
 
 
 def fake_stdlib(root, names):

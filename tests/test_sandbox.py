@@ -3,8 +3,8 @@
 import sys
 from pathlib import Path
 
-from course_lib.grading import sandbox
-from course_lib.grading.sandbox import Sandbox
+from course_tools.grading import sandbox
+from course_tools.grading.sandbox import Sandbox
 
 
 def test_an_installation_under_tmp_stays_visible_and_its_solutions_stay_hidden(tmp_path, monkeypatch):

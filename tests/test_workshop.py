@@ -147,7 +147,7 @@ def test_a_leaked_solution_is_found(tmp_path):
 
 
 def test_doctor_passes_here_and_names_what_to_fix(monkeypatch, capsys):
-    from course_lib import doctor
+    from course_tools import doctor
 
     assert doctor.run() == 0
     out = capsys.readouterr().out

@@ -3,7 +3,7 @@
 ``show()`` renders every question (ipywidgets in a Jupyter kernel, plain text
 elsewhere) and returns the ``Quiz`` that records the latest answer to each;
 ``Quiz.answers_code()`` prints them as the ``quiz_answers()`` function that
-exercise ``ex08_interview_quiz`` grades (``python -m course_lib.grade``).
+exercise ``ex08_interview_quiz`` grades (``python -m course_tools.grade``).
 The key is a plaintext file outside the package (``key``): an honest self-check in
 self-study, the instructor's alone in a graded workshop.
 """

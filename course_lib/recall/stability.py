@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from course_lib.bench.results import RESULTS_DIR
+from course_lib.records import RESULTS_DIR
 from course_lib.models import TinyLM
 from course_lib.recall import mqar, recall_accuracy
 from course_lib.recall.train import fit

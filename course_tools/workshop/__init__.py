@@ -5,7 +5,7 @@
 * ``schedules``: three workshop schedules built from those minutes;
 * ``guide``: ``docs/instructor_guide.md``, written from the lessons, the schedules and the graders'
   known mistakes;
-* ``release``: the student copy (the participants' pre-flight check is ``course_lib.doctor``, in it); ``slides``: one
+* ``release``: the student copy (the participants' pre-flight check is ``course_tools.doctor``, in it); ``slides``: one
   offline reveal.js deck per notebook;
 * ``room`` and ``hub``: a workshop room on one server (``make hub``): the participants, their
   private copies and limits (``room``, no JupyterHub needed) and the JupyterHub configuration

@@ -1,6 +1,6 @@
 """python -m course_tools.workshop guide [--check] | measure [NOTEBOOK ...] | release [--out DIR] |
 slides [--tag] [--out DIR]: the instructor's kit. (The participants' pre-flight check is
-``python -m course_lib.doctor``: it ships in the student copy.)"""
+``python -m course_tools.doctor``: it ships in the student copy.)"""
 
 import argparse
 import sys

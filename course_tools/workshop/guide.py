@@ -13,8 +13,8 @@ import json
 import re
 from pathlib import Path
 
-from course_lib.grading.registry import load_exercise
 from course_lib.quiz.questions import QUESTIONS
+from course_tools.grading.registry import load_exercise
 from course_tools.workshop import schedules
 from course_tools.workshop.lessons import MINUTES_PER_CODE_CELL, WORDS_PER_MINUTE, Lesson, exercise_minutes, load_lessons
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from course_lib.bench.report import machine_metadata
+from course_lib.records import machine_metadata
 from course_lib.device import get_device
 from course_tools.workshop.lessons import exercise_minutes, read_lesson, teaching_minutes
 

@@ -1,7 +1,7 @@
 """``make release``: the student copy — what participants get — as a folder and a zip.
 
-It holds the files git tracks under ``INCLUDED`` (notebooks, exercises, ``course_lib``, the
-committed benchmark results the notebooks read, the README, the install files and the nbval
+It holds the files git tracks under ``INCLUDED`` (notebooks, exercises, ``course_lib`` and the
+parts of ``course_tools`` they call, the committed benchmark results the notebooks read, the README, the install files and the nbval
 sanitizer that ``pyproject.toml`` names) and nothing
 of ``solutions/``: no solution notebook, no quiz key, no ``# BEGIN SOLUTION`` region.
 ``leaks(folder, root)`` lists anything of ``solutions/`` found in a copy; ``build`` refuses to
@@ -15,6 +15,9 @@ from pathlib import Path
 
 INCLUDED = ("README.md", "pyproject.toml", "environment.yml", "Makefile", "course_lib", "notebooks",
             "exercises", "benchmarks/results", "docs",
+            # what the notebooks and exercises call of course_tools (tests/test_packages.py walks it):
+            # check() and its grader tests, the benchmark notebook 08 runs live, the pre-flight check
+            "course_tools/__init__.py", "course_tools/grading", "course_tools/bench", "course_tools/doctor.py",
             "tests/nbval_sanitize.cfg")  # pyproject's addopts name it: pytest over the notebooks needs it
 SOLUTION_MARK = "# BEGIN SOLUTION"
 

@@ -47,13 +47,13 @@ def pause(minutes: int, what: str = "break") -> Block:
     return Block("break", what, minutes)
 
 
-OPENING = Block("opening", "welcome, set-up check (`python -m course_lib.doctor`), the canteen picture", 15)
+OPENING = Block("opening", "welcome, set-up check (`python -m course_tools.doctor`), the canteen picture", 15)
 CLOSING = Block("closing", "key points, interview check, feedback", 15)
 LUNCH = pause(60, "lunch")
 
 PLANS = (
     Plan("3-hour taster", minutes_per_day=180, days=((
-        Block("opening", "welcome (participants ran `python -m course_lib.doctor` beforehand)", 5),
+        Block("opening", "welcome (participants ran `python -m course_tools.doctor` beforehand)", 5),
         lesson("01_the_bottleneck"), lesson("02_blackboard_associativity"), exercise("ex02_linear_attention"),
         pause(10), lesson("05_the_ledger"), exercise("ex05_causal_linear_attention"),
         Block("closing", "key points, feedback", 5)),)),

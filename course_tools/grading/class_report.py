@@ -1,0 +1,162 @@
+"""What an instructor gets from a batch: the class CSV, a per-test CSV, feedback per student, a summary.
+
+Every file is written atomically (to a temporary name in the same folder, then renamed), and
+only after every sandbox of the batch is dead, so a submission cannot race the reports.
+
+Columns of ``scores.csv`` (one row per notebook; imports into a spreadsheet or an LMS gradebook):
+``file`` (the submitted path), ``exercise`` (its id, "?" when unknown), ``score``, ``max``,
+``status`` ("graded", or "not graded" when its tests could not run) and ``reason`` (why not,
+or what stopped the run; cell errors follow). ``tests.csv`` has one row per notebook and test:
+``file, exercise, test, points, max_points, passed, feedback``.
+"""
+
+import csv
+import io
+import os
+import re
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from course_tools.grading.notebooks import NotebookGrade, clean
+
+SCORE_COLUMNS = ("file", "exercise", "score", "max", "status", "reason")
+TEST_COLUMNS = ("file", "exercise", "test", "points", "max_points", "passed", "feedback")
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _csv(columns: tuple[str, ...], rows: list[dict]) -> bytes:
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    return text.getvalue().encode("utf-8")
+
+
+def reason(grade: NotebookGrade) -> str:
+    """The ``reason`` column: what stopped the run, then the notebook's cell errors."""
+    return "; ".join(part for part in [grade.reason, *grade.notes] if part)
+
+
+def score_rows(grades: list[NotebookGrade]) -> list[dict[str, str]]:
+    return [{"file": str(g.path), "exercise": g.exercise, "score": str(g.score), "max": str(g.max_score),
+             "status": g.status, "reason": reason(g)} for g in grades]
+
+
+def test_rows(grades: list[NotebookGrade]) -> list[dict[str, str]]:
+    return [{"file": str(g.path), "exercise": g.exercise, "test": t.name, "points": str(t.points),
+             "max_points": str(t.max_points), "passed": str(t.passed).lower(), "feedback": clean(t.feedback)}
+            for g in grades if g.result for t in g.result.tests]
+
+
+def feedback_markdown(grade: NotebookGrade) -> str:
+    """The file handed back to one student: each test, its points and what was wrong."""
+    lines = [f"# {grade.path.name}: {grade.exercise}", "", f"**Score: {grade.score}/{grade.max_score}** ({grade.status})", ""]
+    if grade.result:
+        lines += ["| test | points | feedback |", "|---|---|---|"]
+        for test in grade.result.tests:
+            mark = "✓" if test.passed else "✗"
+            text = clean(test.feedback).replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {mark} {test.name} | {test.points}/{test.max_points} | {text} |")
+    if reason(grade):
+        lines += ["", f"Note: {reason(grade)}"]
+    return "\n".join(lines) + "\n"
+
+
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e-?\d+)?")
+
+
+def mistake(feedback: str) -> str:
+    """A failure's feedback as a class-level mistake: the hint after the last ';' (its numbers kept)."""
+    return clean(feedback).rsplit("; ", 1)[-1]
+
+
+def group_mistakes(mistakes: list[str]) -> Counter:
+    """Mistakes counted by their words: texts that differ only in numbers are one mistake.
+
+    The text shown keeps every number the group agrees on ("elu(x) + 1", "1/sqrt(d)") and
+    shows "…" only where its members measured different values (an error of 0.37 and of 0.52).
+    """
+    groups: dict[str, list[str]] = {}
+    for text in mistakes:
+        groups.setdefault(NUMBER.sub("#", text), []).append(text)
+    shown = Counter()
+    for members in groups.values():
+        pieces = [NUMBER.split(text) for text in members]  # the words, the same in every member
+        numbers = [NUMBER.findall(text) for text in members]  # the numbers, in the same places
+        kept = [column[0] if len(set(column)) == 1 else "…" for column in zip(*numbers, strict=True)]
+        words = pieces[0]
+        text = "".join(word + number for word, number in zip(words, [*kept, ""], strict=True))
+        shown[text[:160]] += len(members)
+    return shown
+
+
+def summary_markdown(grades: list[NotebookGrade]) -> str:
+    """Per exercise: score distribution, per-test pass rates and the three most common mistakes."""
+    lines = ["# Class summary", ""]
+    for exercise in sorted({g.exercise for g in grades}):
+        group = [g for g in grades if g.exercise == exercise]
+        graded = [g for g in group if g.result]
+        lines += [f"## {exercise}", "", f"{len(group)} notebooks, {sum(g.status == 'graded' for g in group)} graded; "
+                  f"scores: {', '.join(f'{s}' for s in sorted((g.score for g in group), reverse=True))}", ""]
+        if not graded:
+            continue
+        lines += ["| test | passed | most common mistakes |", "|---|---|---|"]
+        for index, test in enumerate(graded[0].result.tests):
+            results = [g.result.tests[index] for g in graded]
+            counts = group_mistakes([mistake(r.feedback) for r in results if not r.passed])
+            common = "; ".join(f"{n}/{len(results)}: {text}" for text, n in counts.most_common(3)).replace("|", "\\|")
+            lines.append(f"| {test.name} | {sum(r.passed for r in results)}/{len(results)} | {common} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def histogram_png(grades: list[NotebookGrade]) -> bytes:
+    """A bar chart of the scores (as a share of the maximum), PNG bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shares = [100 * g.score / g.max_score if g.max_score else 0 for g in grades]
+    figure, ax = plt.subplots(figsize=(6, 3.2))
+    ax.hist(shares, bins=[0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100.001], edgecolor="black")
+    ax.set(xlabel="score (% of the maximum)", ylabel="notebooks", title=f"{len(grades)} notebooks")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def write_reports(grades: list[NotebookGrade], *, csv_path: Path | None, out: Path | None) -> list[Path]:
+    """Write ``csv_path`` (the class CSV) and, under ``out``, tests.csv, summary.md, scores.png and
+    feedback/<notebook>.md; the paths written."""
+    written = []
+    if csv_path is not None:
+        write_atomically(csv_path, _csv(SCORE_COLUMNS, score_rows(grades)))
+        written.append(csv_path)
+    if out is not None:
+        files = {out / "scores.csv": _csv(SCORE_COLUMNS, score_rows(grades)),
+                 out / "tests.csv": _csv(TEST_COLUMNS, test_rows(grades)),
+                 out / "summary.md": summary_markdown(grades).encode(), out / "scores.png": histogram_png(grades)}
+        names = Counter(g.path.stem for g in grades)
+        for grade in grades:
+            stem = grade.path.stem if names[grade.path.stem] == 1 else "_".join(grade.path.parts[-2:])
+            files[out / "feedback" / f"{Path(stem).stem}.md"] = feedback_markdown(grade).encode()
+        for path, data in files.items():
+            write_atomically(path, data)
+        written += list(files)
+    return written
