@@ -23,7 +23,30 @@ def test_an_exercise_without_stated_minutes_is_reported(course_copy):
     path.write_text(json.dumps(notebook))
     found = lessons.problems(course_copy)
     assert "exercises/ex07_rope.ipynb: 'course_lib.minutes' must be a positive whole number, got 0" in found
-    assert any(line.startswith("07_order_of_dishes: exercise_minutes is 25") for line in found)
+    assert lessons.load_lessons(course_copy)["07_order_of_dishes"].exercise_minutes == 0
+
+
+@pytest.mark.parametrize("leads, expected", [
+    (None, "exercises/ex07_rope.ipynb: 'course_lib.lessons' must list the notebooks it follows, got None"),
+    ([], "exercises/ex07_rope.ipynb: 'course_lib.lessons' must list the notebooks it follows, got []"),
+    (["07_missing"], "exercises/ex07_rope.ipynb: lesson '07_missing' is not a notebook"),
+])
+def test_an_exercise_names_the_lessons_it_follows(course_copy, leads, expected):
+    path = course_copy / "exercises" / "ex07_rope.ipynb"
+    notebook = json.loads(path.read_text())
+    notebook["metadata"]["course_lib"]["lessons"] = leads
+    path.write_text(json.dumps(notebook))
+    assert expected in lessons.problems(course_copy)
+
+
+def test_a_lesson_gets_its_exercises_and_their_minutes_from_the_exercises():
+    """The link is stated once, by the exercise (course_lib.lessons): a new exercise leaves the lessons alone."""
+    known = lessons.load_lessons(ROOT)
+    assert known["05_the_ledger"].exercises == ("ex05_causal_linear_attention", "ex06_chunked_causal")
+    assert known["05b_plain_python_reference"].exercises == ("ex05_causal_linear_attention",)
+    stated = lessons.exercise_minutes(ROOT)
+    assert known["05_the_ledger"].exercise_minutes == stated["ex05_causal_linear_attention"] + stated["ex06_chunked_causal"]
+    assert known["09_five_misconceptions"].exercises == () and known["09_five_misconceptions"].exercise_minutes == 0
 
 
 def test_teaching_minutes_follow_the_stated_rule():
@@ -49,13 +72,11 @@ def rewrite(root: Path, stem: str, change) -> None:
 @pytest.mark.parametrize("change, expected", [
     (lambda meta: meta.pop("course"), "05_the_ledger: no 'course' block"),
     (lambda meta: meta["course"].update(prerequisites=["04_missing"]), "prerequisite '04_missing' is not a notebook"),
-    (lambda meta: meta["course"].update(exercises=["ex99_nothing"]), "exercise 'ex99_nothing' is not in exercises/"),
     (lambda meta: meta["course"].update(keypoints=[]), "'keypoints' is empty"),
     (lambda meta: meta["course"].update(interview=["Q11"]), "interview id 'Q11'"),
     (lambda meta: meta["course"].update(teaching_minutes=1), "teaching_minutes is 1, the rule gives"),
-    (lambda meta: meta["course"].update(exercise_minutes=0), "exercise_minutes is 0, its exercises' minutes add up"),
     (lambda meta: meta["course"].pop("run_seconds"), "'run_seconds' (> 0) and 'measured_on'"),
-], ids=["no block", "prerequisite", "exercise", "empty keypoints", "interview id", "minutes", "exercise minutes",
+], ids=["no block", "prerequisite", "empty keypoints", "interview id", "minutes",
         "not measured"])
 def test_broken_metadata_is_reported_by_name(course_copy, change, expected):
     rewrite(course_copy, "05_the_ledger", change)
@@ -95,7 +116,7 @@ def test_the_guide_names_every_exercise_mistake_and_interview_question():
     text = guide.render(ROOT)
     mutants = guide.load_mutants(ROOT)
     known = lessons.load_lessons(ROOT)
-    linked = {exercise for lesson in known.values() for exercise in lesson.meta["exercises"]}
+    linked = {exercise for lesson in known.values() for exercise in lesson.exercises}
     assert set(mutants) <= linked  # every graded exercise is reached from a lesson
     for exercise_id in linked:
         for mutant in mutants.get(exercise_id, []):

@@ -59,7 +59,7 @@ def _lesson_section(lesson: Lesson, mutants: dict, prompts: dict[str, str], exer
     asked = [f"{qid}: {prompts.get(qid, '?')}" for qid in meta["interview"]]
     lines += ["**Interview questions it prepares** (the notebook's own *Interview check* closes it, answers folded)",
               "", *_bullets(asked), ""]
-    for exercise_id in meta["exercises"]:
+    for exercise_id in lesson.exercises:
         lines += _exercise_lines(exercise_id, mutants.get(exercise_id, []), exercises[exercise_id])
     return lines
 

@@ -4,7 +4,9 @@ Every notebook in ``notebooks/`` carries, in ``metadata["course"]``, what The Ca
 the top and bottom of an episode — ``questions``, ``objectives``, ``keypoints`` — plus what an
 instructor needs to plan a room: ``demo`` (what to run live), ``discussion`` (questions for the
 room), ``interview`` (which of the article's interview questions Q1–Q10 and follow-ups F1–F3 it
-prepares), ``prerequisites`` (notebook stems), ``exercises`` (exercise ids), and minutes.
+prepares), ``prerequisites`` (notebook stems), and minutes. Which exercises follow a lesson is
+stated once, on the exercise's side: its notebook's ``course_lib.lessons`` (from ``solutions/`` via
+``make exercises``), so a new exercise leaves the lesson notebooks alone.
 
 Minutes are a measurement plus a stated rule, never a guess typed in:
 
@@ -13,20 +15,21 @@ Minutes are a measurement plus a stated rule, never a guess typed in:
 * ``teaching_minutes`` = ⌈run_seconds / 60 + prose words / WORDS_PER_MINUTE +
   MINUTES_PER_CODE_CELL · code cells⌉, counted from the notebook itself (``teaching_minutes``);
 * ``exercise_minutes``: the sum of its exercises' stated estimates, each kept in the exercise
-  notebook's metadata (``course_lib.minutes``, from ``solutions/`` via ``make exercises``).
+  notebook's metadata (``course_lib.minutes``), summed when the lessons are loaded.
 
-``problems(root)`` lists everything wrong (a missing block or key, a prerequisite or exercise
-that does not exist, minutes that do not follow the rule); the test suite requires it empty.
+``problems(root)`` lists everything wrong (a missing block or key, a prerequisite or lesson that
+does not exist, an exercise no lesson leads to, minutes that do not follow the rule); the test
+suite requires it empty.
 """
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 WORDS_PER_MINUTE = 120  # explaining prose to a room, with pauses: slower than reading alone
 MINUTES_PER_CODE_CELL = 0.5  # running a cell and reading its output together
-LIST_KEYS = ("questions", "objectives", "keypoints", "demo", "discussion", "interview", "prerequisites", "exercises")
+LIST_KEYS = ("questions", "objectives", "keypoints", "demo", "discussion", "interview", "prerequisites")
 INTERVIEW_IDS = tuple(f"Q{i}" for i in range(1, 11)) + ("F1", "F2", "F3")
 
 
@@ -39,14 +42,12 @@ class Lesson:
     meta: dict
     words: int  # in markdown cells
     code_cells: int
+    exercises: tuple[str, ...] = ()  # the exercise ids whose ``course_lib.lessons`` name this notebook
+    exercise_minutes: int = 0  # their stated minutes, summed
 
     @property
     def teaching_minutes(self) -> int:
         return int(self.meta["teaching_minutes"])
-
-    @property
-    def exercise_minutes(self) -> int:
-        return int(self.meta["exercise_minutes"])
 
 
 def teaching_minutes(run_seconds: float, words: int, code_cells: int) -> int:
@@ -70,26 +71,45 @@ def notebook_paths(root: Path) -> list[Path]:
     return sorted((root / "notebooks").glob("*.ipynb"))
 
 
-def load_lessons(root: Path) -> dict[str, Lesson]:
-    """stem -> Lesson for every notebook under ``root/notebooks``, in course order."""
-    return {path.stem: read_lesson(path) for path in notebook_paths(root)}
+def exercise_metadata(root: Path) -> dict[str, dict]:
+    """exercise id -> its notebook's ``course_lib`` metadata (``function``, ``minutes``, ``lessons``)."""
+    return {path.stem: json.loads(path.read_text(encoding="utf-8"))["metadata"].get("course_lib", {})
+            for path in sorted((root / "exercises").glob("*.ipynb"))}
 
 
 def exercise_minutes(root: Path) -> dict[str, int]:
     """exercise id -> the stated minutes in its notebook's metadata (``course_lib.minutes``; 0 if missing)."""
-    found = {}
-    for path in sorted((root / "exercises").glob("*.ipynb")):
-        meta = json.loads(path.read_text(encoding="utf-8"))["metadata"].get("course_lib", {})
-        found[path.stem] = meta.get("minutes", 0)
-    return found
+    return {exercise_id: meta.get("minutes", 0) for exercise_id, meta in exercise_metadata(root).items()}
+
+
+def load_lessons(root: Path) -> dict[str, Lesson]:
+    """stem -> Lesson for every notebook under ``root/notebooks``, in course order, with its exercises."""
+    exercises = exercise_metadata(root)
+    lessons = {}
+    for path in notebook_paths(root):
+        lesson = read_lesson(path)
+        own = tuple(e for e, meta in exercises.items() if lesson.stem in _listed(meta.get("lessons")))
+        minutes = sum(exercises[e].get("minutes", 0) for e in own)
+        lessons[path.stem] = replace(lesson, exercises=own, exercise_minutes=minutes)
+    return lessons
+
+
+def _listed(value: object) -> list:
+    return value if isinstance(value, list) else []  # a malformed entry is reported by ``problems``
 
 
 def problems(root: Path) -> list[str]:
     """Everything wrong with the lesson metadata under ``root``, one line each ([] when it is all right)."""
     lessons = load_lessons(root)
-    exercises = exercise_minutes(root)
-    found = [f"exercises/{name}.ipynb: 'course_lib.minutes' must be a positive whole number, got {minutes!r}"
-             for name, minutes in exercises.items() if not isinstance(minutes, int) or minutes <= 0]
+    found = []
+    for name, meta in exercise_metadata(root).items():
+        minutes, leads = meta.get("minutes", 0), meta.get("lessons")
+        if not isinstance(minutes, int) or isinstance(minutes, bool) or minutes <= 0:
+            found.append(f"exercises/{name}.ipynb: 'course_lib.minutes' must be a positive whole number, got {minutes!r}")
+        if not isinstance(leads, list) or not leads:
+            found.append(f"exercises/{name}.ipynb: 'course_lib.lessons' must list the notebooks it follows, got {leads!r}")
+        else:
+            found += [f"exercises/{name}.ipynb: lesson {stem!r} is not a notebook" for stem in leads if stem not in lessons]
     for stem, lesson in lessons.items():
         meta = lesson.meta
         if not meta:
@@ -103,25 +123,19 @@ def problems(root: Path) -> list[str]:
             if isinstance(meta.get(key), list) and not meta[key]:
                 found.append(f"{stem}: '{key}' is empty")
         found += [f"{stem}: prerequisite {p!r} is not a notebook" for p in meta.get("prerequisites", []) if p not in lessons]
-        found += [f"{stem}: exercise {e!r} is not in exercises/" for e in meta.get("exercises", []) if e not in exercises]
         found += [f"{stem}: interview id {q!r} is not one of {', '.join(INTERVIEW_IDS)}"
                   for q in meta.get("interview", []) if q not in INTERVIEW_IDS]
-        found += _minute_problems(lesson, exercises)
+        found += _minute_problems(lesson)
     return found
 
 
-def _minute_problems(lesson: Lesson, exercises: dict[str, int]) -> list[str]:
+def _minute_problems(lesson: Lesson) -> list[str]:
     meta, stem = lesson.meta, lesson.stem
     seconds = meta.get("run_seconds")
     if not isinstance(seconds, (int, float)) or seconds <= 0 or not meta.get("measured_on"):
         return [f"{stem}: 'run_seconds' (> 0) and 'measured_on' must come from `python -m course_tools.workshop measure`"]
-    found = []
     expected = teaching_minutes(seconds, lesson.words, lesson.code_cells)
     if meta.get("teaching_minutes") != expected:
-        found.append(f"{stem}: teaching_minutes is {meta.get('teaching_minutes')!r}, the rule gives {expected} "
-                     f"({seconds:.0f} s run, {lesson.words} words, {lesson.code_cells} code cells): run measure")
-    stated = sum(exercises.get(name, 0) for name in meta.get("exercises", []))
-    if meta.get("exercise_minutes") != stated:
-        found.append(f"{stem}: exercise_minutes is {meta.get('exercise_minutes')!r}, its exercises' minutes add up "
-                     f"to {stated}: run measure")
-    return found
+        return [f"{stem}: teaching_minutes is {meta.get('teaching_minutes')!r}, the rule gives {expected} "
+                f"({seconds:.0f} s run, {lesson.words} words, {lesson.code_cells} code cells): run measure"]
+    return []

@@ -16,7 +16,7 @@ from nbclient import NotebookClient
 
 from course_lib.records import machine_metadata
 from course_lib.device import get_device
-from course_tools.workshop.lessons import exercise_minutes, read_lesson, teaching_minutes
+from course_tools.workshop.lessons import read_lesson, teaching_minutes
 
 
 def run_seconds(path: Path, *, timeout: float = 600.0) -> float:
@@ -34,15 +34,12 @@ def machine_label() -> str:
 
 
 def record(path: Path, seconds: float, machine: str) -> int:
-    """Write ``run_seconds``, ``measured_on``, ``teaching_minutes`` and ``exercise_minutes`` (the sum
-    over its exercises) into the notebook's ``course`` block (created if missing); returns the
-    teaching minutes."""
+    """Write ``run_seconds``, ``measured_on`` and ``teaching_minutes`` into the notebook's ``course``
+    block (created if missing); returns the teaching minutes."""
     lesson = read_lesson(path)
     notebook = nbformat.read(path, as_version=4)
     course = notebook.metadata.setdefault("course", {})
     minutes = teaching_minutes(seconds, lesson.words, lesson.code_cells)
-    stated = exercise_minutes(path.parents[1])
-    course.update(run_seconds=round(seconds, 1), measured_on=machine, teaching_minutes=minutes,
-                  exercise_minutes=sum(stated.get(name, 0) for name in course.get("exercises", [])))
+    course.update(run_seconds=round(seconds, 1), measured_on=machine, teaching_minutes=minutes)
     nbformat.write(notebook, path)
     return minutes
