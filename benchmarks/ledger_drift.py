@@ -10,6 +10,7 @@ Notebook 05 shows the same effect on shorter streams.
 import torch
 
 from course_lib import LinearAttentionState
+from course_lib.device import seeded_qkv
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -18,9 +19,8 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def drift(tokens: int, chunk: int, ledger_dtype: torch.dtype | None, d: int = 16) -> tuple[float, float]:
     """(relative error of z, of S) after ``tokens`` float32 tokens fed ``chunk`` at a time."""
-    g = torch.Generator().manual_seed(0)
-    q, k = torch.randn(tokens, d, generator=g), torch.randn(tokens, d, generator=g)
-    v = torch.randn(tokens, d, generator=g) + 0.5  # a mean, so S grows like z
+    q, k, v = seeded_qkv(n=tokens, d=d, dtype=torch.float32)  # [tokens, d] each
+    v = v + 0.5  # a mean, so S grows like z
     state, reference = LinearAttentionState(ledger_dtype=ledger_dtype), LinearAttentionState()
     for start in range(0, tokens, chunk):
         piece = slice(start, start + chunk)

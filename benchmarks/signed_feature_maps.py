@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from course_lib.records import machine_metadata, write_json
+from course_lib.records import finish_run, machine_metadata
 from course_lib.device import one_thread
 from course_lib.recall.stability import GRID_FILE, SPIKE_JUMP, SPIKE_WINDOW, StabilityRun, train_watching_normaliser
 
@@ -57,12 +57,10 @@ def main() -> None:
                   f"recall {result['accuracy']:.2f}, first non-finite step {result['first_nonfinite_step']}, "
                   f"spikes {result['spikes']}, min |normaliser| {result['smallest_normaliser']}", flush=True)
     meta = machine_metadata(torch.device("cpu"), quick=False) | {
-        "wall_s": round(time.perf_counter() - started, 1), "jobs": args.jobs,
-        "spike_rule": f"loss > lowest of the previous {SPIKE_WINDOW} steps + {SPIKE_JUMP} nat"}
+        "jobs": args.jobs, "spike_rule": f"loss > lowest of the previous {SPIKE_WINDOW} steps + {SPIKE_JUMP} nat"}
     common = {key: value for key, value in asdict(runs[0]).items() if key not in ("feature_map", "eps", "lr", "seed")}
-    write_json(args.out, {"meta": meta, "protocol": common | {"maps": MAPS, "lr": LEARNING_RATES, "seeds": SEEDS},
-                          "runs": results})
-    print(f"wrote {args.out} in {meta['wall_s']:.0f} s")
+    finish_run(args.out, {"meta": meta, "protocol": common | {"maps": MAPS, "lr": LEARNING_RATES, "seeds": SEEDS},
+                          "runs": results}, started)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Pick the device a notebook runs on: cuda, then mps, then cpu, overridable; ``one_thread`` for loops of small ops."""
+"""Pick the device a notebook runs on: cuda, then mps, then cpu, overridable; ``one_thread`` for loops of small ops;
+``seeded_qkv``, the same random inputs on every device."""
 
 import os
 from collections.abc import Iterator
@@ -76,3 +77,16 @@ def one_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def seeded_qkv(
+    *batch: int, n: int, d: int, m: int | None = None, dv: int | None = None, seed: int = 0,
+    dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu", scale: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Standard-normal q [*batch, n, d] and k [*batch, m, d] (times ``scale``) and v [*batch, m, dv]
+    (m = n and dv = d unless given), drawn in that order from a CPU generator seeded with ``seed``,
+    then moved to ``device``: the same numbers on every device. Tests, graders and the benchmark use it."""
+    g = torch.Generator().manual_seed(seed)
+    m, dv = n if m is None else m, d if dv is None else dv
+    q, k, v = (torch.randn(*batch, rows, cols, generator=g, dtype=dtype) for rows, cols in ((n, d), (m, d), (m, dv)))
+    return (q * scale).to(device), (k * scale).to(device), v.to(device)

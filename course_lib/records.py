@@ -1,5 +1,5 @@
 """Measurements as records: where the committed results live, how to read them back, and how a
-run writes its own (the machine it ran on, a text table, the JSON file).
+run writes its own (the machine it ran on, a text table, the JSON file, the lines that end the run).
 
 Notebooks 08, 09 and 12 read the committed results; the benchmark (``python -m course_tools.bench``)
 and the recall sweep (``python -m course_tools.recall``) write them with the same helpers.
@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -99,3 +100,11 @@ def write_json(path: Path, payload: dict) -> None:
     """Indented JSON; NaN and infinities are refused (they are not JSON)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=1, allow_nan=False) + "\n")
+
+
+def finish_run(out: Path, payload: dict, started: float, *pictures: Path) -> None:
+    """The end of a run: ``payload["meta"]["wall_s"]`` (seconds since ``started``, a ``time.perf_counter()``),
+    the JSON at ``out``, then a line for it and each of its already written ``pictures``, and the wall time."""
+    payload["meta"]["wall_s"] = round(time.perf_counter() - started, 1)
+    write_json(out, payload)
+    print("".join(f"\nwrote {path}" for path in (out, *pictures)) + f"\nwall time {payload['meta']['wall_s']:.0f} s")

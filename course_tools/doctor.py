@@ -74,12 +74,11 @@ def smoke() -> Finding:
     import torch
 
     from course_lib import kernel_attention, linear_attention
-    from course_lib.device import float64_device, get_device
+    from course_lib.device import float64_device, get_device, seeded_qkv
 
     started = time.perf_counter()
     exact = float64_device(get_device())
-    g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(2, 64, 16, generator=g, dtype=torch.float64).to(exact).requires_grad_() for _ in range(3))
+    q, k, v = (x.requires_grad_() for x in seeded_qkv(2, n=64, d=16, device=exact))  # [2, 64, 16] float64
     out = linear_attention(q, k, v, causal=True)
     gap = (out - kernel_attention(q, k, v, causal=True)).abs().max().item()
     out.sum().backward()

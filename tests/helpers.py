@@ -1,25 +1,8 @@
-"""Shared test inputs: seeded q, k, v; a free port; the sanitizer nbval compares outputs through."""
+"""Shared test helpers: a free port; the sanitizer nbval compares outputs through."""
 
 import re
 import socket
 from pathlib import Path
-
-import torch
-
-
-def make_qkv(
-    *batch: int, n: int, m: int | None = None, d: int, dv: int | None = None, seed: int = 0,
-    dtype: torch.dtype = torch.float64, device: str = "cpu",
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """q [*batch, n, d], k [*batch, m, d], v [*batch, m, dv] from a CPU generator, then moved."""
-    m = n if m is None else m
-    dv = d if dv is None else dv
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(*batch, n, d, generator=g, dtype=dtype)
-    k = torch.randn(*batch, m, d, generator=g, dtype=dtype)
-    v = torch.randn(*batch, m, dv, generator=g, dtype=dtype)
-    return q.to(device), k.to(device), v.to(device)
-
 
 
 def free_port(*, also_free_after: int = 0) -> int:

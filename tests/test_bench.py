@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 from dataclasses import replace
 
@@ -17,7 +18,8 @@ import torch
 from course_lib import records
 from course_lib.attention import linear_attention
 from course_lib.cost import macs_causal_chunked, macs_linear
-from course_lib.records import cli_output_path, device_label, load_results, results_path
+from course_lib.device import seeded_qkv
+from course_lib.records import cli_output_path, device_label, finish_run, load_results, results_path
 from course_lib.state import LinearAttentionState
 from course_tools.bench import engine, timing
 from course_tools.bench.__main__ import main
@@ -28,7 +30,7 @@ from course_tools.bench.flops import FLOPS_PER_MAC, roof_for, shaped_roof_for
 from course_tools.bench.kernels import PAIRINGS
 from course_tools.bench.plots import decode_figure, memory_figure, time_figure
 from course_tools.bench.report import targets_text
-from course_tools.bench.targets import TARGETS, TargetInputs, evaluate_targets
+from course_tools.bench.targets import COMPARISONS, TARGETS, evaluate_targets, measurements, verdict
 from course_tools.bench.timing import matmul_share, peak_memory, running_peak, spread, time_repeats
 
 CPU = torch.device("cpu")
@@ -117,7 +119,9 @@ class TestQuickRun:
     def test_targets_are_skipped_but_computed(self, quick_run):
         _, result, stdout = quick_run
         verdicts = {t["target"]: t for t in result["targets"]}
-        expected = {target(TargetInputs(), quick=True)["target"] for target in TARGETS}
+        expected = {target.name for target in TARGETS}
+        measured = measurements(result["crossover"], result["decode"], result["engine"], quick=True)
+        assert set(measured) == set(GOOD), "the made-up measurements of TestTargets have the real run's keys"
         assert set(verdicts) == expected and len(result["targets"]) == len(TARGETS) == 11
         backward = verdicts["causal forward+backward / forward time"]
         for name, t in verdicts.items():
@@ -196,32 +200,34 @@ class TestCommandLine:
         assert exit_info.value.code == 2 and ".json" in capsys.readouterr().err
 
 
-GOOD = TargetInputs(at_n=8192, causal_speedup=20.0, causal_over_noncausal={4096: 1.1, 8192: 1.2},
-                    roof_fraction_causal=0.6, roof_fraction_noncausal=0.7, decode_last_over_first=1.0,
-                    ledger_bytes_first=133120, ledger_bytes_last=133120, profile_n=8192, outside_matmul_share=0.1,
-                    decay_ns=(16384, 65536), decay_long_over_short=4.1, decay_over_undecayed=1.1, backward_n=4096,
-                    backward_over_forward=2.5, step_us=30.0, ledger_faster_from=256, ledger_crossover_status="crossed",
-                    memory_n=16384, prefill_memory_ratio=1.0)
-EDGE = replace(GOOD, causal_speedup=15.0, causal_over_noncausal={4096: 1.3}, roof_fraction_causal=0.5,
-               decode_last_over_first=1.2, outside_matmul_share=0.2, decay_long_over_short=4.5,
-               decay_over_undecayed=1.3, backward_over_forward=3.0, step_us=40.0, ledger_faster_from=512,
-               prefill_memory_ratio=1.2)
-JUST_PAST = {  # (inputs, the one target that fails)
-    "speedup": (replace(GOOD, causal_speedup=14.99), "causal linear / SDPA causal speedup"),
-    "causal overhead": (replace(GOOD, causal_over_noncausal={4096: 1.1, 8192: 1.3001}),
-                        "causal / non-causal linear time (worst N)"),
-    "roof": (replace(GOOD, roof_fraction_causal=0.4999), "causal linear fraction of the matmul roof"),
-    "decode drift": (replace(GOOD, decode_last_over_first=1.2001), "ledger decode latency last/first, bytes constant"),
-    "decode bytes": (replace(GOOD, ledger_bytes_last=133124), "ledger decode latency last/first, bytes constant"),
-    "outside matmuls": (replace(GOOD, outside_matmul_share=0.2001), "causal call time outside the matmuls (share)"),
-    "decay scaling": (replace(GOOD, decay_long_over_short=4.5001), "decayed causal time, 4x the tokens / 1x"),
-    "decay overhead": (replace(GOOD, decay_over_undecayed=1.3001), "decayed / undecayed causal time"),
-    "backward": (replace(GOOD, backward_over_forward=3.0001), "causal forward+backward / forward time"),
-    "step": (replace(GOOD, step_us=40.01), "ledger step latency, us per token (median)"),
-    "ledger crossover": (replace(GOOD, ledger_faster_from=513), "KV cache slower than the ledger from token t*"),
-    "cache never slower": (replace(GOOD, ledger_faster_from=None, ledger_crossover_status="cache never stays slower"),
+GOOD = {"at_n": 8192, "causal_speedup": 20.0, "causal_over_noncausal": {"4096": 1.1, "8192": 1.2},
+        "worst_causal_over_noncausal": 1.2, "roof_fraction_causal": 0.6, "roof_fraction_noncausal": 0.7,
+        "decode_last_over_first": 1.0, "ledger_bytes_first": 133120, "ledger_bytes_last": 133120,
+        "ledger_bytes_constant": True, "profile_n": 8192, "outside_matmul_share": 0.1, "exp_share": 0.05,
+        "floor_share": 0.1, "decay_ns": "65536/16384", "decay_long_n": 65536, "decay_long_over_short": 4.1,
+        "decay_over_undecayed": 1.1, "backward_n": 4096, "backward_over_forward": 2.5, "backward_error": None,
+        "step_us": 30.0, "ledger_faster_from": 256, "ledger_crossover_status": "crossed",
+        "memory_n": 16384, "prefill_memory_ratio": 1.0}
+EDGE = GOOD | {"causal_speedup": 15.0, "worst_causal_over_noncausal": 1.3, "roof_fraction_causal": 0.5,
+               "decode_last_over_first": 1.2, "outside_matmul_share": 0.2, "decay_long_over_short": 4.5,
+               "decay_over_undecayed": 1.3, "backward_over_forward": 3.0, "step_us": 40.0, "ledger_faster_from": 512,
+               "prefill_memory_ratio": 1.2}
+JUST_PAST = {  # (measurements, the one target that fails)
+    "speedup": (GOOD | {"causal_speedup": 14.99}, "causal linear / SDPA causal speedup"),
+    "causal overhead": (GOOD | {"worst_causal_over_noncausal": 1.3001}, "causal / non-causal linear time (worst N)"),
+    "roof": (GOOD | {"roof_fraction_causal": 0.4999}, "causal linear fraction of the matmul roof"),
+    "decode drift": (GOOD | {"decode_last_over_first": 1.2001}, "ledger decode latency last/first, bytes constant"),
+    "decode bytes": (GOOD | {"ledger_bytes_last": 133124, "ledger_bytes_constant": False},
+                     "ledger decode latency last/first, bytes constant"),
+    "outside matmuls": (GOOD | {"outside_matmul_share": 0.2001}, "causal call time outside the matmuls (share)"),
+    "decay scaling": (GOOD | {"decay_long_over_short": 4.5001}, "decayed causal time, 4x the tokens / 1x"),
+    "decay overhead": (GOOD | {"decay_over_undecayed": 1.3001}, "decayed / undecayed causal time"),
+    "backward": (GOOD | {"backward_over_forward": 3.0001}, "causal forward+backward / forward time"),
+    "step": (GOOD | {"step_us": 40.01}, "ledger step latency, us per token (median)"),
+    "ledger crossover": (GOOD | {"ledger_faster_from": 513}, "KV cache slower than the ledger from token t*"),
+    "cache never slower": (GOOD | {"ledger_faster_from": None, "ledger_crossover_status": "cache never stays slower"},
                            "KV cache slower than the ledger from token t*"),
-    "prefill memory": (replace(GOOD, prefill_memory_ratio=1.2001), "causal prefill peak memory / SDPA causal's"),
+    "prefill memory": (GOOD | {"prefill_memory_ratio": 1.2001}, "causal prefill peak memory / SDPA causal's"),
 }
 
 
@@ -234,14 +240,30 @@ class TestTargets:
 
     @pytest.mark.parametrize("which", list(JUST_PAST), ids=str)
     def test_each_fails_just_past_its_limit(self, which):
-        inputs, expected = JUST_PAST[which]
-        failing = [v["target"] for v in evaluate_targets(inputs, quick=False) if v["status"] == "FAIL"]
+        measured, expected = JUST_PAST[which]
+        failing = [v["target"] for v in evaluate_targets(measured, quick=False) if v["status"] == "FAIL"]
         assert failing == [expected], f"{which}: failing targets {failing}"
 
-    def test_each_target_is_a_pure_function_of_its_inputs(self):
+    def test_every_target_is_shown_to_fail(self):
+        assert {expected for _, expected in JUST_PAST.values()} == {target.name for target in TARGETS}
+
+    def test_each_row_judges_a_measured_number_with_a_known_comparison(self):
         for target in TARGETS:
-            assert target(GOOD, quick=False) == target(GOOD, quick=False)
-            assert target(GOOD, quick=False)["status"] == "PASS", target.__name__
+            assert target.measured in GOOD and target.comparison in COMPARISONS and target.why, target.name
+            assert set(target.details.values()) <= set(GOOD), target.name
+            assert verdict(target, GOOD, quick=False) == verdict(target, GOOD, quick=False)
+
+    def test_measurements_take_the_worst_n_from_4096_and_the_ratios_at_the_targets_n(self):
+        def run(name, n, time_s):
+            return {"name": name, "n": n, "heads": 8, "d": 64, "time_s": time_s, "roof": {"fraction": 0.5},
+                    "peak_bytes": 100}
+
+        records = [run(name, n, time_s) for n in (2048, 4096, 8192, 16384)
+                   for name, time_s in (("linear", 1.0), ("linear_causal_auto", 1 + n / 2**15), ("sdpa_causal", 20.0))]
+        measured = measurements({"records": records}, None, None, quick=False)
+        assert measured["causal_over_noncausal"] == {"4096": 1.125, "8192": 1.25, "16384": 1.5}
+        assert measured["worst_causal_over_noncausal"] == 1.5 and measured["causal_speedup"] == 20 / 1.25
+        assert (measured["at_n"], measured["memory_n"], measured["prefill_memory_ratio"]) == (8192, 16384, 1.0)
 
     def test_quick_run_skips_but_keeps_the_verdict(self):
         verdicts = evaluate_targets(JUST_PAST["roof"][0], quick=True)
@@ -249,21 +271,29 @@ class TestTargets:
         assert [v["target"] for v in verdicts if not v["passed"]] == ["causal linear fraction of the matmul roof"]
 
     def test_missing_numbers_are_not_measured(self):
-        verdicts = evaluate_targets(TargetInputs(), quick=False)
+        verdicts = evaluate_targets({}, quick=False)
         assert {v["status"] for v in verdicts} == {"NOT MEASURED"}
 
     def test_a_backward_that_raised_is_not_measured_with_its_error(self):
         error = "not measured: one of the variables needed for gradient computation has been modified"
-        inputs = replace(GOOD, backward_over_forward=None, backward_error=error)
-        verdicts = {v["target"]: v for v in evaluate_targets(inputs, quick=False)}
+        measured = GOOD | {"backward_over_forward": None, "backward_error": error}
+        verdicts = {v["target"]: v for v in evaluate_targets(measured, quick=False)}
         backward = verdicts["causal forward+backward / forward time"]
         assert backward["status"] == "NOT MEASURED" and backward["note"] == error
         assert [v["status"] for v in verdicts.values()].count("PASS") == len(TARGETS) - 1
         assert error in targets_text(list(verdicts.values()))
 
+    def test_the_verdict_carries_its_details_and_why_but_the_table_prints_only_the_details(self):
+        verdicts = {v["target"]: v for v in evaluate_targets(GOOD, quick=False)}
+        decode = verdicts["ledger decode latency last/first, bytes constant"]
+        assert decode["limit"] == "<= 1.2, equal bytes" and (decode["bytes_first"], decode["bytes_last"]) == (133120,) * 2
+        assert verdicts["decayed causal time, 4x the tokens / 1x"]["ns"] == "65536/16384"
+        text = targets_text(list(verdicts.values()))
+        assert "bytes_first=133120" in text and "ns=65536/16384" in text and decode["why"] not in text
+
     def test_names_carry_no_issue_numbers(self):
-        for verdict in evaluate_targets(GOOD, quick=False):
-            assert not verdict["target"][0].isdigit(), verdict["target"]
+        for v in evaluate_targets(GOOD, quick=False):
+            assert not v["target"][0].isdigit(), v["target"]
 
 
 class TestCrossover:
@@ -445,10 +475,8 @@ class TestSpread:
 class TestBaselines:
     """The plain-torch contenders compute what course_lib computes (float64, n != m, ragged last chunk)."""
 
-    def qkv(self, n: int, m: int, dtype=torch.float64):
-        g = torch.Generator().manual_seed(0)
-        return (torch.randn(2, 3, n, 8, generator=g, dtype=dtype), torch.randn(2, 3, m, 8, generator=g, dtype=dtype),
-                torch.randn(2, 3, m, 5, generator=g, dtype=dtype))
+    def qkv(self, n: int, m: int):
+        return seeded_qkv(2, 3, n=n, m=m, d=8, dv=5)  # float64
 
     def test_plain_linear_matches_course_lib(self):
         q, k, v = self.qkv(7, 11)
@@ -513,6 +541,12 @@ class TestCommittedResults:
         assert quick.name == "recall_cpu.json" and quick.parent.is_dir() and "results" not in quick.parts
         with pytest.raises(ValueError, match="--out must name a .json file, got x.csv"):
             cli_output_path(Path("x.csv"), stem="bench", device=cpu, quick=False)
+
+    def test_a_run_ends_with_its_wall_time_in_the_json_and_where_each_file_went(self, tmp_path, capsys):
+        out, picture = tmp_path / "new" / "run.json", tmp_path / "run.png"
+        finish_run(out, {"meta": {"quick": True}}, time.perf_counter() - 2.0, picture)
+        assert 2.0 <= json.loads(out.read_text())["meta"]["wall_s"] < 60
+        assert capsys.readouterr().out.startswith(f"\nwrote {out}\nwrote {picture}\nwall time ")
 
     def test_missing_run_is_none_and_quick_run_is_refused(self, tmp_path, monkeypatch):
         monkeypatch.setattr(records, "RESULTS_DIR", tmp_path)

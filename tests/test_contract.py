@@ -9,11 +9,11 @@ import math
 
 import pytest
 import torch
-from helpers import make_qkv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib.attention import kernel_attention, linear_attention, softmax_attention
+from course_lib.device import seeded_qkv
 from course_lib.positional import cosformer_attention, rope, rope_linear_attention
 from course_lib.state import LinearAttentionState
 from course_lib.validation import ArgumentTypeError
@@ -41,7 +41,7 @@ FUZZ = settings(max_examples=60, deadline=None)
        -math.inf]), causal=st.booleans(), n=st.integers(1, 12), d=st.sampled_from([2, 4]), data=st.data())
 def test_a_non_finite_input_anywhere_is_named(form, which, bad, causal, n, d, data):
     causal = causal or form == "state"
-    args = dict(zip("qkv", make_qkv(2, n=n, d=d, dv=3)))
+    args = dict(zip("qkv", seeded_qkv(2, n=n, d=d, dv=3)))
     x = args[which]
     index = tuple(data.draw(st.integers(0, size - 1)) for size in x.shape)
     x[index] = bad
@@ -53,7 +53,7 @@ def test_a_non_finite_input_anywhere_is_named(form, which, bad, causal, n, d, da
 @given(form=st.sampled_from(sorted(LINEAR)), causal=st.booleans(), n=st.integers(1, 10), row=st.data())
 def test_an_underflowing_query_is_a_degenerate_normaliser_of_exactly_its_rows(form, causal, n, row):
     causal = causal or form == "state"
-    q, k, v = make_qkv(n=n, d=4, dv=2)
+    q, k, v = seeded_qkv(n=n, d=4, dv=2)
     q, k = q.abs() + 0.1, k.abs() + 0.1  # no row is all negative: ReLU (cosFormer) keeps every other query
     i = row.draw(st.integers(0, n - 1))
     q[i] = -2000.0  # elu+1 and relu both give φ(q_i) = 0 exactly
@@ -63,14 +63,14 @@ def test_an_underflowing_query_is_a_degenerate_normaliser_of_exactly_its_rows(fo
 
 @pytest.mark.parametrize("form", FORMS.values(), ids=FORMS.keys())
 def test_a_batch_dim_of_size_zero_gives_an_empty_output(form):
-    q, k, v = make_qkv(0, 3, n=5, d=4, dv=2)
+    q, k, v = seeded_qkv(0, 3, n=5, d=4, dv=2)
     out = form(q, k, v, **({} if form is stream else {"causal": True}))
     assert out.shape == (0, 3, 5, 2)
 
 
 @pytest.mark.parametrize("dtype, huge", [(torch.float32, 1e20), (torch.float64, 1e160), (torch.float16, 200.0)])
 def test_softmax_refuses_scores_that_overflow_instead_of_returning_nan(dtype, huge):
-    q, k, v = make_qkv(n=4, d=3, dtype=torch.float64)
+    q, k, v = seeded_qkv(n=4, d=3, dtype=torch.float64)
     q, k, v = (q * huge).to(dtype), (k * huge).to(dtype), v.to(dtype)
     if dtype == torch.float16:  # computed in float32: 200² · 3 fits, the answer is finite
         assert torch.isfinite(softmax_attention(q, k, v)).all()
@@ -82,12 +82,12 @@ def test_softmax_refuses_scores_that_overflow_instead_of_returning_nan(dtype, hu
 @pytest.mark.parametrize("scale", [math.nan, math.inf, True, "1"])
 def test_softmax_scale_must_be_a_finite_number(scale):
     with pytest.raises(ValueError, match="scale must be a finite number or None"):
-        softmax_attention(*make_qkv(n=3, d=2), scale=scale)
+        softmax_attention(*seeded_qkv(n=3, d=2), scale=scale)
 
 
 @pytest.mark.parametrize("form", FORMS.values(), ids=FORMS.keys())
 def test_meta_tensors_and_non_tensors_are_refused_by_name(form):
-    q, k, v = make_qkv(n=3, d=2)
+    q, k, v = seeded_qkv(n=3, d=2)
     with pytest.raises(ValueError, match="k is a meta tensor"):
         form(q, k.to("meta"), v)
     with pytest.raises(ArgumentTypeError, match="v must be a torch.Tensor, got list"):
@@ -98,7 +98,7 @@ def test_meta_tensors_and_non_tensors_are_refused_by_name(form):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("form", FORMS.values(), ids=FORMS.keys())
 def test_half_precision_is_computed_in_float32_and_returned_in_its_own_dtype(form, dtype):
-    q, k, v = make_qkv(2, n=40, d=8, dv=4, dtype=torch.float32)
+    q, k, v = seeded_qkv(2, n=40, d=8, dv=4, dtype=torch.float32)
     q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
     options = {} if form is stream else {"causal": True}
     out = form(q, k, v, **options)
@@ -123,11 +123,11 @@ def test_rope_refuses_nan():
 def test_options_are_their_type_not_merely_truthy(option, value, message):
     options = {"causal": True, option: value}
     with pytest.raises(ValueError, match=message):
-        linear_attention(*make_qkv(n=4, d=2), **options)
+        linear_attention(*seeded_qkv(n=4, d=2), **options)
 
 
 def test_a_decay_tensor_out_of_range_is_refused_with_the_result():
-    q, k, v = make_qkv(3, n=4, d=2)
+    q, k, v = seeded_qkv(3, n=4, d=2)
     with pytest.raises(ValueError, match="decay must lie in \\(0, 1\\]"):
         linear_attention(q, k, v, causal=True, decay=torch.tensor([0.5, 1.5, 0.9], dtype=torch.float64))
     with pytest.raises(ValueError, match="q must hold finite values"):  # the contract's order: inputs first
@@ -135,20 +135,20 @@ def test_a_decay_tensor_out_of_range_is_refused_with_the_result():
 
 
 def test_an_eps_that_overflows_the_dtype_is_refused_as_eps():
-    q, k, v = make_qkv(n=4, d=2, dtype=torch.float32)
+    q, k, v = seeded_qkv(n=4, d=2, dtype=torch.float32)
     with pytest.raises(ValueError, match="eps must be a finite number >= 0 in torch.float32, got 1e\\+300"):
         linear_attention(q, k, v, eps=1e300)
     assert torch.isfinite(linear_attention(q.double(), k.double(), v.double(), eps=1e300)).all()
 
 
 def test_an_overflowing_normaliser_is_called_an_overflow_not_an_underflow():
-    q, k, v = make_qkv(n=4, d=2, dtype=torch.float32)
+    q, k, v = seeded_qkv(n=4, d=2, dtype=torch.float32)
     with pytest.raises(ValueError, match="overflowed"):
         linear_attention(q + 60.0, k + 60.0, v, feature_map=torch.exp)  # e^120·... is finite in no float32 sum
 
 
 def test_a_stream_refuses_an_eps_its_ledger_cannot_hold():
-    q, k, v = make_qkv(n=4, d=2, dtype=torch.float32)
+    q, k, v = seeded_qkv(n=4, d=2, dtype=torch.float32)
     with pytest.raises(ValueError, match="eps must be a finite number >= 0 in torch.float32"):
         LinearAttentionState(eps=1e300).extend(q, k, v)
     assert torch.isfinite(LinearAttentionState(eps=1e300, ledger_dtype=torch.float64).extend(q, k, v)).all()

@@ -3,11 +3,11 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import make_qkv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib.delta import DeltaRuleState, delta_rule_attention, delta_rule_chunked, delta_rule_recurrent
+from course_lib.device import seeded_qkv
 
 
 def make_beta(*shape: int, seed: int = 1, dtype=torch.float64) -> torch.Tensor:
@@ -27,7 +27,7 @@ def by_definition(q, k, v, beta):
 
 
 def test_the_recurrent_form_is_the_definition():
-    q, k, v = make_qkv(n=9, d=4, dv=3)
+    q, k, v = seeded_qkv(n=9, d=4, dv=3)
     beta = make_beta(9)
     got = delta_rule_attention(q, k, v, beta, method="recurrent")
     assert (got - by_definition(q, k, v, beta)).abs().max() < 1e-14
@@ -35,7 +35,7 @@ def test_the_recurrent_form_is_the_definition():
 
 @pytest.mark.parametrize("n, chunk_size", [(1, None), (37, 16), (64, 64), (65, 8), (20, 64), (12, 1)])
 def test_the_chunked_form_equals_the_recurrence(n, chunk_size):
-    q, k, v = make_qkv(2, 3, n=n, d=8, dv=5)
+    q, k, v = seeded_qkv(2, 3, n=n, d=8, dv=5)
     beta = make_beta(2, 3, n)
     recurrent = delta_rule_attention(q, k, v, beta, method="recurrent")
     chunked = delta_rule_attention(q, k, v, beta, chunk_size=chunk_size)
@@ -43,7 +43,7 @@ def test_the_chunked_form_equals_the_recurrence(n, chunk_size):
 
 
 def test_both_forms_return_the_same_ledger_from_the_same_start():
-    q, k, v = make_qkv(2, n=30, d=4, dv=3)
+    q, k, v = seeded_qkv(2, n=30, d=4, dv=3)
     q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
     beta, start = make_beta(2, 30), torch.randn(2, 4, 3, dtype=torch.float64)
     out_r, S_r = delta_rule_recurrent(q, k, v, beta, start)
@@ -52,7 +52,7 @@ def test_both_forms_return_the_same_ledger_from_the_same_start():
 
 
 def test_with_beta_one_and_a_unit_key_the_ledger_reads_back_the_value_just_written():
-    q, k, v = make_qkv(n=6, d=4, dv=3)
+    q, k, v = seeded_qkv(n=6, d=4, dv=3)
     q[-1] = k[-1]  # query the last key right after its write
     out = delta_rule_attention(q, k, v, torch.ones(6, dtype=torch.float64))
     assert (out[-1] - v[-1]).abs().max() < 1e-14
@@ -61,7 +61,7 @@ def test_with_beta_one_and_a_unit_key_the_ledger_reads_back_the_value_just_writt
 
 
 def test_one_step_is_gradient_descent_on_the_read_error():
-    _, k, v = make_qkv(n=1, d=4, dv=3)
+    _, k, v = seeded_qkv(n=1, d=4, dv=3)
     k_t, v_t, beta = F.normalize(k[0], dim=0), v[0], 0.3
     S = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
     loss = 0.5 * (S.T @ k_t - v_t).pow(2).sum()
@@ -73,14 +73,14 @@ def test_one_step_is_gradient_descent_on_the_read_error():
 
 @pytest.mark.parametrize("method", ["chunked", "recurrent"])
 def test_gradcheck(method):
-    q, k, v = make_qkv(1, 2, n=7, d=3, dv=2)
+    q, k, v = seeded_qkv(1, 2, n=7, d=3, dv=2)
     beta = make_beta(1, 2, 7)
     inputs = tuple(x.requires_grad_() for x in (q, k, v, beta))
     assert torch.autograd.gradcheck(lambda *a: delta_rule_attention(*a, method=method, chunk_size=3), inputs)
 
 
 def test_the_streaming_state_equals_one_call_and_keeps_its_size():
-    q, k, v = make_qkv(2, n=25, d=4, dv=3)
+    q, k, v = seeded_qkv(2, n=25, d=4, dv=3)
     beta = make_beta(2, 25)
     state = DeltaRuleState(chunk_size=4)
     parts = [state.extend(q[:, :10], k[:, :10], v[:, :10], beta[:, :10])]
@@ -94,7 +94,7 @@ def test_the_streaming_state_equals_one_call_and_keeps_its_size():
 
 
 def test_gradients_flow_through_the_stream_until_detached():
-    q, k, v = make_qkv(n=8, d=3, dv=2)
+    q, k, v = seeded_qkv(n=8, d=3, dv=2)
     v.requires_grad_()
     state = DeltaRuleState()
     state.extend(q[:4], k[:4], v[:4], make_beta(4))
@@ -106,7 +106,7 @@ def test_gradients_flow_through_the_stream_until_detached():
 
 
 def test_half_inputs_run_in_float32_and_come_back_in_their_dtype():
-    q, k, v = make_qkv(2, n=10, d=4, dv=3, dtype=torch.float32)
+    q, k, v = seeded_qkv(2, n=10, d=4, dv=3, dtype=torch.float32)
     beta = make_beta(2, 10, dtype=torch.float32)
     expected = delta_rule_attention(q, k, v, beta)
     for dtype in (torch.float16, torch.bfloat16):
@@ -115,7 +115,7 @@ def test_half_inputs_run_in_float32_and_come_back_in_their_dtype():
 
 
 def test_beta_per_head_broadcasts_over_the_batch():
-    q, k, v = make_qkv(2, 3, n=6, d=4, dv=2)
+    q, k, v = seeded_qkv(2, 3, n=6, d=4, dv=2)
     beta = make_beta(3, 6)  # [heads, n]
     got = delta_rule_attention(q, k, v, beta)
     expected = delta_rule_attention(q, k, v, beta.expand(2, 3, 6))
@@ -138,7 +138,7 @@ REFUSALS = {
 
 @pytest.mark.parametrize("case", REFUSALS)
 def test_bad_arguments_are_refused_by_name(case):
-    q, k, v = make_qkv(n=5, d=4, dv=3)
+    q, k, v = seeded_qkv(n=5, d=4, dv=3)
     args = dict(q=q, k=k, v=v, beta=make_beta(5))
     change, message = REFUSALS[case]
     args |= change
@@ -148,7 +148,7 @@ def test_bad_arguments_are_refused_by_name(case):
 
 
 def test_a_stream_refuses_inputs_of_another_size():
-    q, k, v = make_qkv(n=5, d=4, dv=3)
+    q, k, v = seeded_qkv(n=5, d=4, dv=3)
     state = DeltaRuleState()
     state.extend(q, k, v, make_beta(5))
     with pytest.raises(ValueError, match="do not match the ledger built so far"):
@@ -160,7 +160,7 @@ def test_a_stream_refuses_inputs_of_another_size():
        bad=st.sampled_from([float("nan"), float("inf"), -float("inf")]),
        method=st.sampled_from(["chunked", "recurrent"]))
 def test_a_bad_value_anywhere_is_refused_with_its_name(name, position, bad, method):
-    q, k, v = make_qkv(n=6, d=3, dv=3)
+    q, k, v = seeded_qkv(n=6, d=3, dv=3)
     inputs = {"q": q, "k": k, "v": v}
     inputs[name].view(-1)[position] = bad
     with pytest.raises(ValueError, match=f"^{name} must hold finite values"):

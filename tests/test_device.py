@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from course_lib.device import DEVICE_ENV_VAR, describe_device, float64_device, get_device, one_thread
+from course_lib.device import DEVICE_ENV_VAR, describe_device, float64_device, get_device, one_thread, seeded_qkv
 
 
 def test_override_argument_wins(monkeypatch):
@@ -68,3 +68,14 @@ def test_one_thread_holds_torch_to_one_thread_and_restores_the_count_after_an_er
         assert torch.get_num_threads() == 1
         raise RuntimeError("student error")
     assert torch.get_num_threads() == threads
+
+
+def test_seeded_qkv_draws_q_then_k_then_v_from_one_seeded_stream():
+    q, k, v = seeded_qkv(2, 3, n=5, m=7, d=4, dv=2, seed=1)
+    assert (q.shape, k.shape, v.shape) == ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 2)) and v.dtype == torch.float64
+    g = torch.Generator().manual_seed(1)
+    for x in (q, k, v):
+        assert torch.equal(x, torch.randn(x.shape, generator=g, dtype=torch.float64))
+    scaled = seeded_qkv(2, 3, n=5, m=7, d=4, dv=2, seed=1, scale=0.5)  # q and k scaled, v not
+    assert all(torch.equal(a, b) for a, b in zip(scaled, (0.5 * q, 0.5 * k, v)))
+    assert [x.shape for x in seeded_qkv(n=3, d=2, dtype=torch.float32)] == [(3, 2)] * 3  # m = n, dv = d

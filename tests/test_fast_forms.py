@@ -2,9 +2,9 @@
 
 import pytest
 import torch
-from helpers import make_qkv
 
 from course_lib.attention import kernel_attention, linear_attention
+from course_lib.device import seeded_qkv
 from course_lib.fast_forms import NO_EPS, PackedLedger, augmented_width, auto_chunk_size, causal_attention, \
     fast_noncausal, summarise_keys
 from course_lib.feature_maps import elu_plus_one
@@ -17,7 +17,7 @@ DECAYS = {"none": None, "scalar": 0.8, "per_head": "per_head"}
 
 
 def features(*batch, n, d, dv, seed=0):
-    q, k, v = make_qkv(*batch, n=n, d=d, dv=dv, seed=seed)
+    q, k, v = seeded_qkv(*batch, n=n, d=d, dv=dv, seed=seed)
     return elu_plus_one(q), elu_plus_one(k), v
 
 
@@ -54,7 +54,7 @@ def test_the_chunk_loop_equals_the_chunked_form_with_and_without_a_ledger(shape,
 
 
 def test_the_loop_divides_in_place_and_features_per_chunk_equal_whole_ones():
-    q, k, v = make_qkv(2, n=70, d=4, dv=3)
+    q, k, v = seeded_qkv(2, n=70, d=4, dv=3)
     performer = PerformerFeatures(4, 6, generator=torch.Generator().manual_seed(0))
     for feature_map in (elu_plus_one, performer):
         out, normaliser, _, _ = causal_attention(q, k, v, feature_map, chunk_size=16, eps=0.5)
@@ -80,7 +80,7 @@ def test_fast_noncausal_equals_the_parallel_form(shape):
 def test_the_backward_loop_gives_the_readable_forms_gradients(decay, raw):
     """Gradients of q, k, v and the incoming ledger, through the Function vs autograd through chunked_form."""
     b, h, n, d, dv = 2, 3, 29, 4, 3
-    q, k, v = make_qkv(b, h, n=n, d=d, dv=dv, seed=2)
+    q, k, v = seeded_qkv(b, h, n=n, d=d, dv=dv, seed=2)
     S0, z0 = random_ledger(b, h, d, dv)
     lg = log_gamma(decay, (b, h))
     g = torch.Generator().manual_seed(3)
@@ -109,7 +109,7 @@ def test_the_backward_loop_gives_the_readable_forms_gradients(decay, raw):
 def test_training_memory_holds_no_tensor_of_size_n_f_dv():
     """What autograd saves for the fast causal path: at most ~n·max(f, dv) numbers per tensor."""
     n, d = 256, 16
-    q, k, v = (x.requires_grad_() for x in make_qkv(1, 2, n=n, d=d, dtype=torch.float32))
+    q, k, v = (x.requires_grad_() for x in seeded_qkv(1, 2, n=n, d=d, dtype=torch.float32))
     sizes = {}
 
     def record(method):
@@ -126,7 +126,7 @@ def test_training_memory_holds_no_tensor_of_size_n_f_dv():
 
 
 def test_broadcast_and_strided_inputs_match_the_oracle():
-    q, k, v = make_qkv(3, 2, n=50, d=6, dv=4)
+    q, k, v = seeded_qkv(3, 2, n=50, d=6, dv=4)
     q_shared = q[:1]  # [1, 2, n, d], broadcast over the batch
     v_strided = torch.randn(3, 2, 4, 50, dtype=torch.float64).transpose(-2, -1)  # non-contiguous [3, 2, n, dv]
     for causal in (False, True):
@@ -138,7 +138,7 @@ def test_broadcast_and_strided_inputs_match_the_oracle():
 
 def test_blocked_key_sums_stay_accurate_where_one_long_matmul_drifts():
     n = 2**20
-    q, k, v = make_qkv(n=8, m=n, d=2, dv=2, seed=3, dtype=torch.float32)
+    q, k, v = seeded_qkv(n=8, m=n, d=2, dv=2, seed=3, dtype=torch.float32)
     phi_k = elu_plus_one(k)
     v = v.abs() + 1  # all-positive sums: the worst case for a running sum
     exact = phi_k.double().T @ v.double()
@@ -150,7 +150,7 @@ def test_blocked_key_sums_stay_accurate_where_one_long_matmul_drifts():
 
 
 def test_fast_noncausal_float32_matches_float64_at_two_million_keys():
-    q, k, v = make_qkv(n=16, m=2**21, d=2, dv=2, seed=4, dtype=torch.float32)
+    q, k, v = seeded_qkv(n=16, m=2**21, d=2, dv=2, seed=4, dtype=torch.float32)
     got = linear_attention(q, k, v).double()
     want = linear_attention(q.double(), k.double(), v.double())
     assert ((got - want).abs().max() / want.abs().max()).item() < 1e-5

@@ -4,11 +4,11 @@ import math
 
 import pytest
 import torch
-from helpers import make_qkv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib.attention import linear_attention
+from course_lib.device import seeded_qkv
 from course_lib.feature_maps import elu_plus_one, relu
 from course_lib.random_features import PerformerFeatures
 from course_lib.state import LinearAttentionState
@@ -30,7 +30,7 @@ def fed_by_steps(state: LinearAttentionState, q, k, v, *, forbid_extend_after_fi
 @pytest.mark.parametrize("decay", [None, 0.9, "per_head"])
 @pytest.mark.parametrize("eps", [0.0, 1e-3])
 def test_the_fast_step_equals_causal_linear_attention(name, decay, eps, monkeypatch):
-    q, k, v = make_qkv(2, 3, n=12, d=4, dv=5)
+    q, k, v = seeded_qkv(2, 3, n=12, d=4, dv=5)
     if name == "relu":  # a row of q with no positive entry has no normaliser under ReLU
         q, k = q.abs(), k.abs()
     gamma = torch.tensor([[0.5, 0.8, 1.0]], dtype=q.dtype) if decay == "per_head" else decay  # [1, heads]
@@ -42,7 +42,7 @@ def test_the_fast_step_equals_causal_linear_attention(name, decay, eps, monkeypa
 
 
 def test_a_float64_ledger_and_half_inputs_match_extend():
-    q, k, v = make_qkv(2, n=9, d=4, dv=3, dtype=torch.float32)
+    q, k, v = seeded_qkv(2, n=9, d=4, dv=3, dtype=torch.float32)
     for dtype, ledger_dtype in ((torch.float32, torch.float64), (torch.float16, None), (torch.bfloat16, None)):
         a, b, c = (x.to(dtype) for x in (q, k, v))
         by_steps = fed_by_steps(LinearAttentionState(ledger_dtype=ledger_dtype), a, b, c)
@@ -53,7 +53,7 @@ def test_a_float64_ledger_and_half_inputs_match_extend():
 
 
 def test_steps_between_chunks_keep_one_ledger():
-    q, k, v = make_qkv(3, n=20, d=4, dv=2)
+    q, k, v = seeded_qkv(3, n=20, d=4, dv=2)
     state = LinearAttentionState()
     parts = [state.extend(q[:, :5], k[:, :5], v[:, :5]), fed_by_steps(state, q[:, 5:15], k[:, 5:15], v[:, 5:15]),
              state.extend(q[:, 15:], k[:, 15:], v[:, 15:])]
@@ -61,7 +61,7 @@ def test_steps_between_chunks_keep_one_ledger():
 
 
 def test_an_earlier_ledger_is_not_overwritten_by_later_steps():
-    q, k, v = make_qkv(2, n=4, d=3)
+    q, k, v = seeded_qkv(2, n=4, d=3)
     state = LinearAttentionState()
     state.step(q[:, 0], k[:, 0], v[:, 0])
     state.step(q[:, 1], k[:, 1], v[:, 1])
@@ -78,7 +78,7 @@ FUZZ = settings(max_examples=60, deadline=None)
 @given(name=st.sampled_from(sorted(MAPS)), which=st.sampled_from("qkv"),
        bad=st.sampled_from([math.nan, math.inf, -math.inf]), head=st.integers(0, 2), column=st.integers(0, 3))
 def test_a_bad_token_on_the_fast_path_is_refused_like_extend_and_leaves_the_ledger(name, which, bad, head, column):
-    q, k, v = make_qkv(3, n=4, d=4, dv=4)
+    q, k, v = seeded_qkv(3, n=4, d=4, dv=4)
     q, k = q.abs(), k.abs()  # every map, ReLU too, has a normaliser > 0 for the good tokens
     state = LinearAttentionState(MAPS[name])
     fed_by_steps(state, q[:, :3], k[:, :3], v[:, :3])
@@ -92,7 +92,7 @@ def test_a_bad_token_on_the_fast_path_is_refused_like_extend_and_leaves_the_ledg
 
 @pytest.mark.parametrize("name", ["elu_plus_one", "relu"])
 def test_an_underflowing_query_on_the_fast_path_is_a_degenerate_normaliser(name):
-    q, k, v = make_qkv(2, n=3, d=4)
+    q, k, v = seeded_qkv(2, n=3, d=4)
     state = LinearAttentionState(MAPS[name])
     fed_by_steps(state, q[:, :2].abs(), k[:, :2].abs(), v[:, :2])
     with pytest.raises(ValueError, match="degenerate normaliser: .* for 1 of 2 queries"):
@@ -101,7 +101,7 @@ def test_an_underflowing_query_on_the_fast_path_is_a_degenerate_normaliser(name)
 
 
 def test_a_token_that_needs_a_gradient_goes_through_extend():
-    q, k, v = make_qkv(2, n=3, d=4)
+    q, k, v = seeded_qkv(2, n=3, d=4)
     state = LinearAttentionState()
     fed_by_steps(state, q[:, :2], k[:, :2], v[:, :2])
     q_t = q[:, 2].clone().requires_grad_()

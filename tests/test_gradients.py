@@ -6,10 +6,10 @@ A stream trains through ``LinearAttentionState.extend`` (the ledger carries the 
 
 import pytest
 import torch
-from helpers import make_qkv
 from torch.autograd import gradcheck as full_gradcheck
 
 from course_lib.attention import METHODS, kernel_attention, linear_attention, softmax_attention
+from course_lib.device import seeded_qkv
 from course_lib.feature_maps import relu
 from course_lib.positional import (
     cosformer_attention,
@@ -33,7 +33,7 @@ def gradcheck(fn, inputs) -> bool:
 def leaves(*batch, n=7, d=4, dv=3, seed=0, positive=False, scale=1.0):
     """Seeded q, k, v that require grad; ``positive`` shifts q, k so ReLU features are never all zero;
     ``scale`` shrinks q, k (trig random features are signed: small inputs keep their normaliser > 0)."""
-    q, k, v = make_qkv(*batch, n=n, d=d, dv=dv, seed=seed)
+    q, k, v = seeded_qkv(*batch, n=n, d=d, dv=dv, seed=seed)
     if positive:
         q, k = q.abs() + 0.1, k.abs() + 0.1
     return tuple(x.requires_grad_() for x in (q * scale, k * scale, v))

@@ -6,8 +6,8 @@ Mirrors the module: ``decay_matrix``, then ``parallel_form``, ``recurrent_form``
 
 import pytest
 import torch
-from helpers import make_qkv
 
+from course_lib.device import seeded_qkv
 from course_lib.feature_maps import elu_plus_one
 from course_lib.linear_forms import FORMS, causal_mask, chunked_form, decay_matrix
 
@@ -16,7 +16,7 @@ LOG_GAMMAS = {"no_decay": None, "scalar": 0.8, "per_head": (0.5, 0.9, 1.0)}
 
 
 def features(*batch, n, d=4, dv=3, seed=0):
-    q, k, v = make_qkv(*batch, n=n, d=d, dv=dv, seed=seed)
+    q, k, v = seeded_qkv(*batch, n=n, d=d, dv=dv, seed=seed)
     return elu_plus_one(q), elu_plus_one(k), v
 
 

@@ -3,6 +3,7 @@ that grade, measure and run the course), and the student copy carries ``course_l
 ``course_tools`` its notebooks call, and no instructor kit."""
 import ast
 import json
+import re
 from pathlib import Path
 
 from course_tools.workshop import release
@@ -96,3 +97,12 @@ def test_course_lib_is_small_and_every_module_in_it_is_used():
     modules = {".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for path in files}
     unused = sorted(modules - reached_from_notebooks())
     assert not unused, f"no notebook or exercise reaches these course_lib modules: {unused}"
+
+
+def test_contributing_names_files_that_exist():
+    """CONTRIBUTING.md's recipes name exact files: each must exist (placeholders like exNN_<name> aside)."""
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`((?:course_lib|course_tools|tests|solutions|notebooks|benchmarks|docs)/[\w/.]+)`", text))
+    assert len(named) >= 10
+    missing = sorted(path for path in named if not (ROOT / path).exists())
+    assert not missing, f"CONTRIBUTING.md names files that do not exist: {missing}"

@@ -2,9 +2,9 @@
 
 import pytest
 import torch
-from helpers import make_qkv
 
 from course_lib.attention import linear_attention, softmax_attention
+from course_lib.device import seeded_qkv
 from course_lib.feature_maps import elu_plus_one
 from course_lib.position_probes import diagonal_spread, max_abs_difference, shuffle_change
 from course_lib.positional import rope, rope_linear_attention
@@ -21,7 +21,7 @@ def test_max_abs_difference_is_the_largest_entry_gap():
 
 
 def test_shuffle_change_is_zero_for_order_blind_schemes_and_not_for_rope():
-    q, k, v = make_qkv(2, n=10, d=4, seed=1)
+    q, k, v = seeded_qkv(2, n=10, d=4, seed=1)
     perm = torch.randperm(10, generator=torch.Generator().manual_seed(2))
     assert shuffle_change(linear_attention, q, k, v, perm) < 1e-12
     assert shuffle_change(softmax_attention, q, k, v, perm) < 1e-12
@@ -33,7 +33,7 @@ def test_shuffle_change_is_zero_for_order_blind_schemes_and_not_for_rope():
 
 
 def test_shuffle_change_needs_a_permutation():
-    q, k, v = make_qkv(n=4, d=2)
+    q, k, v = seeded_qkv(n=4, d=2)
     for bad in (torch.tensor([0, 1, 2]), torch.tensor([0, 0, 1, 2]), [0, 1, 2, 3]):
         with pytest.raises(ValueError, match="perm must be a permutation of 0..3"):
             shuffle_change(linear_attention, q, k, v, bad)
@@ -46,7 +46,7 @@ def test_diagonal_spread_is_zero_exactly_for_functions_of_the_offset():
     absolute = relative + 0.1 * i[:, None]  # depends on i too
     assert abs(diagonal_spread(absolute) - 0.5) < 1e-12  # the main diagonal: i = 0..5, so 5 · 0.1
     assert diagonal_spread(torch.ones(3, 5)) == 0.0  # rectangular
-    q, k = make_qkv(n=16, d=8, seed=3)[:2]
+    q, k = seeded_qkv(n=16, d=8, seed=3)[:2]
     same_q, same_k = q[0].expand(16, 8), k[0].expand(16, 8)
     assert diagonal_spread(rope(same_q) @ rope(same_k).T) < 1e-12
     assert diagonal_spread(elu_plus_one(rope(same_q)) @ elu_plus_one(rope(same_k)).T) > 1e-2

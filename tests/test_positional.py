@@ -4,9 +4,9 @@ import math
 
 import pytest
 import torch
-from helpers import make_qkv
 
 from course_lib.attention import METHODS, linear_attention
+from course_lib.device import seeded_qkv
 from course_lib.feature_maps import elu_plus_one, relu
 from course_lib.positional import (
     cosformer_attention,
@@ -35,11 +35,11 @@ REMEDIES = {"rope_linear": rope_linear_attention, "cosformer": cosformer_attenti
 
 
 def positive_qkv(*batch, n, m=None, d, dv=None, seed=0, device="cpu"):
-    """make_qkv with q, k shifted by +1.5: ReLU features (cosFormer) then do not vanish, so the normaliser is > 0.
+    """seeded_qkv with q, k shifted by +1.5: ReLU features (cosFormer) then do not vanish, so the normaliser is > 0.
 
     With d = 4, a query and a key share no positive entry with probability (1 − 0.93²)⁴ ≈ 3e-4.
     """
-    q, k, v = make_qkv(*batch, n=n, m=m, d=d, dv=dv, seed=seed, device=device)
+    q, k, v = seeded_qkv(*batch, n=n, m=m, d=d, dv=dv, seed=seed, device=device)
     return q + 1.5, k + 1.5, v
 
 
@@ -121,7 +121,7 @@ def test_rope_keeps_float32_and_is_accurate_at_large_positions():
 @pytest.mark.parametrize("shape, causal", CASES)
 def test_rope_linear_attention_equals_its_oracle(method, shape, causal):
     batch, n, m, d, dv = shape
-    q, k, v = make_qkv(*batch, n=n, m=m, d=d, dv=dv, seed=7)
+    q, k, v = seeded_qkv(*batch, n=n, m=m, d=d, dv=dv, seed=7)
     expected = rope_kernel_attention(q, k, v, causal=causal)
     actual = rope_linear_attention(q, k, v, causal=causal, method=method, chunk_size=3)
     assert actual.shape == (*batch, n, dv)
@@ -158,7 +158,7 @@ def test_oracles_follow_the_papers_formulas_written_as_loops(causal):
 
 
 def test_rope_numerator_weights_can_be_negative_and_rows_need_not_sum_to_one():
-    q, k, _ = make_qkv(n=8, d=2, seed=10)  # one pair, θ_0 = 1 rad: offsets 2..4 turn it past 90°
+    q, k, _ = seeded_qkv(n=8, d=2, seed=10)  # one pair, θ_0 = 1 rad: offsets 2..4 turn it past 90°
     weights = rope_kernel_weights(q, k)  # [n, n]
     assert weights.min() < -0.01
     assert (weights.sum(-1) - 1).abs().max() > 0.01
@@ -248,7 +248,7 @@ def test_remedies_follow_the_validation_contract(remedy):
 
 
 def test_rope_attention_needs_an_even_feature_count():
-    q, k, v = make_qkv(n=4, d=5, seed=15)
+    q, k, v = seeded_qkv(n=4, d=5, seed=15)
     for fn in (rope_linear_attention, rope_kernel_attention):
         with pytest.raises(ValueError, match="feature_map must give an even count, got f=5"):
             fn(q, k, v)
@@ -306,7 +306,7 @@ def test_sinusoidal_table_follows_the_formula_and_shifts_each_row():
 
 
 def test_absolute_positions_keep_the_ledger_and_see_the_order_but_are_not_relative():
-    q, k, v = make_qkv(n=12, d=4, seed=21)
+    q, k, v = seeded_qkv(n=12, d=4, seed=21)
     qa, ka = add_absolute_positions(q), add_absolute_positions(k)
     for causal in (False, True):
         expected = kernel_attention(qa, ka, v, causal=causal)
@@ -342,19 +342,19 @@ def test_window_weights_are_a_band_of_width_w():
 @pytest.mark.parametrize("window", [1, 3, 8, 30])
 @pytest.mark.parametrize("batch", [(), (2, 3)], ids=["single", "batch"])
 def test_window_linear_attention_equals_its_oracle(method, window, batch):
-    q, k, v = make_qkv(*batch, n=11, d=4, dv=3, seed=24)
+    q, k, v = seeded_qkv(*batch, n=11, d=4, dv=3, seed=24)
     out = window_linear_attention(q, k, v, window, method=method)
     assert (out - window_kernel_attention(q, k, v, window)).abs().max() < 1e-12
 
 
 def test_window_one_returns_each_value_and_a_long_window_is_plain_causal():
-    q, k, v = make_qkv(n=9, d=4, seed=25)
+    q, k, v = seeded_qkv(n=9, d=4, seed=25)
     assert (window_linear_attention(q, k, v, 1) - v).abs().max() < 1e-12
     assert (window_linear_attention(q, k, v, 9) - kernel_attention(q, k, v, causal=True)).abs().max() < 1e-12
 
 
 def test_window_sees_order_only_as_in_or_out_of_the_window():
-    q, k, v = make_qkv(n=10, d=4, seed=26)
+    q, k, v = seeded_qkv(n=10, d=4, seed=26)
     inside = torch.tensor([0, 1, 2, 3, 4, 5, 9, 6, 8, 7])  # shuffles the last 4 keys among themselves
     across = torch.tensor([9, 1, 2, 3, 4, 5, 6, 7, 8, 0])  # swaps a key in the window with one outside
     last = window_linear_attention(q, k, v, 4)[-1]
@@ -363,7 +363,7 @@ def test_window_sees_order_only_as_in_or_out_of_the_window():
 
 
 def test_window_does_not_leak_the_future_and_is_differentiable():
-    q, k, v = make_qkv(n=8, d=4, seed=27)
+    q, k, v = seeded_qkv(n=8, d=4, seed=27)
     changed = v.clone()
     changed[5:] += 10.0
     for method in ("ledger", "banded"):
@@ -379,7 +379,7 @@ def test_window_does_not_leak_the_future_and_is_differentiable():
 
 
 def test_new_position_functions_refuse_bad_arguments():
-    q, k, v = make_qkv(n=4, d=4, seed=28)
+    q, k, v = seeded_qkv(n=4, d=4, seed=28)
     with pytest.raises(ValueError, match="window must be a positive int .* got 0"):
         window_linear_attention(q, k, v, 0)
     with pytest.raises(ValueError, match="window must be a positive int .* got 2.5"):

@@ -4,9 +4,9 @@ import math
 
 import pytest
 import torch
-from helpers import make_qkv
 
 from course_lib.attention import kernel_attention, linear_attention, softmax_attention
+from course_lib.device import seeded_qkv
 from course_lib.measure import relative_error
 from course_lib.random_features import (
     PerformerFeatures,
@@ -95,7 +95,7 @@ def test_positive_beats_trig_where_the_kernel_value_is_small():
 
 
 def test_attention_error_shrinks_like_one_over_sqrt_m():
-    q, k, v = make_qkv(n=32, d=16, seed=3)
+    q, k, v = seeded_qkv(n=32, d=16, seed=3)
     q, k = 0.5 * q, 0.5 * k
     expected = softmax_attention(q, k, v)
     errors = {}
@@ -122,7 +122,7 @@ def test_performer_features_estimate_softmax_with_the_sqrt_d_temperature():
 @pytest.mark.parametrize("kind", ["positive", "trig"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_every_method_equals_the_kernel_oracle_with_performer_features(kind, causal):
-    q, k, v = make_qkv(2, n=40, d=8, seed=5)
+    q, k, v = seeded_qkv(2, n=40, d=8, seed=5)
     features = PerformerFeatures(8, 32, kind=kind, generator=torch.Generator().manual_seed(5))
     if kind == "trig":  # signed features: keep the normaliser clearly positive
         q, k = 0.3 * q, 0.3 * k
@@ -136,7 +136,7 @@ def test_every_method_equals_the_kernel_oracle_with_performer_features(kind, cau
 
 def test_a_future_key_never_changes_a_past_output():
     """No max over key positions: even a huge key at t + 1 leaves outputs 0..t unchanged."""
-    q, k, v = make_qkv(n=24, d=8, seed=6)
+    q, k, v = seeded_qkv(n=24, d=8, seed=6)
     features = PerformerFeatures(8, 64, generator=torch.Generator().manual_seed(6))
     t = 11
     k_future = k.clone()
@@ -152,7 +152,7 @@ def test_a_future_key_never_changes_a_past_output():
 @pytest.mark.parametrize("d", [8, 16, 64])
 @pytest.mark.parametrize("causal", [False, True])
 def test_outputs_stay_finite_for_norms_up_to_30(d, causal):
-    q, k, v = make_qkv(2, n=48, d=d, seed=7)
+    q, k, v = seeded_qkv(2, n=48, d=d, seed=7)
     norms = torch.linspace(0.1, 30, 48, dtype=torch.float64).unsqueeze(-1)
     q, k = norms * q / q.norm(dim=-1, keepdim=True), norms.flip(0) * k / k.norm(dim=-1, keepdim=True)
     features = PerformerFeatures(d, 128, generator=torch.Generator().manual_seed(7))
@@ -186,7 +186,7 @@ def test_large_heads_do_not_underflow_in_float32(d):
     Known limit: from d ≈ 224 (unit-variance inputs, float32) they underflow even with it, and
     the normaliser check raises; float64, or rescaling the ledger by a running max, avoids that.
     """
-    q, k, v = make_qkv(n=128, d=d, seed=15, dtype=torch.float32)
+    q, k, v = seeded_qkv(n=128, d=d, seed=15, dtype=torch.float32)
     features = PerformerFeatures(d, 256, generator=torch.Generator().manual_seed(15))
     out = linear_attention(q, k, v, features, causal=True)
     expected = kernel_attention(q.double(), k.double(), v.double(), features, causal=True)
@@ -240,13 +240,13 @@ def test_bad_construction_is_refused(kwargs, message):
 def test_wrong_input_width_is_refused():
     features = PerformerFeatures(8, 16)
     with pytest.raises(ValueError, match="built for dim=8, got inputs with 6 features"):
-        linear_attention(*make_qkv(n=5, d=6), features)
+        linear_attention(*seeded_qkv(n=5, d=6), features)
 
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_features_follow_the_input_to_cuda():
-    q, k, v = make_qkv(n=30, d=8)
+    q, k, v = seeded_qkv(n=30, d=8)
     features = PerformerFeatures(8, 32, generator=torch.Generator().manual_seed(13))
     expected = linear_attention(q, k, v, features, causal=True)
     out = linear_attention(q.cuda(), k.cuda(), v.cuda(), features, causal=True)

@@ -2,9 +2,9 @@
 
 import pytest
 import torch
-from helpers import make_qkv
 
 from course_lib.attention import linear_attention
+from course_lib.device import seeded_qkv
 from course_lib.feature_maps import elu_plus_one
 from course_lib.state import LinearAttentionState
 
@@ -14,7 +14,7 @@ SPLITS = {"one_chunk": [40], "even": [10, 10, 10, 10], "ragged": [1, 7, 13, 2, 1
 @pytest.mark.parametrize("split", SPLITS.values(), ids=SPLITS.keys())
 @pytest.mark.parametrize("chunk_size", [1, 5, 64])
 def test_extend_in_any_chunking_equals_causal_linear_attention(split, chunk_size):
-    q, k, v = make_qkv(2, 3, n=40, d=6, dv=4)
+    q, k, v = seeded_qkv(2, 3, n=40, d=6, dv=4)
     expected = linear_attention(q, k, v, causal=True)
     state = LinearAttentionState(chunk_size=chunk_size)
     outputs, start = [], 0
@@ -27,7 +27,7 @@ def test_extend_in_any_chunking_equals_causal_linear_attention(split, chunk_size
 
 
 def test_step_equals_causal_linear_attention():
-    q, k, v = make_qkv(3, n=25, d=4, dv=2)
+    q, k, v = seeded_qkv(3, n=25, d=4, dv=2)
     state = LinearAttentionState()
     outputs = torch.stack([state.step(q[:, t], k[:, t], v[:, t]) for t in range(25)], dim=-2)
     assert outputs.shape == (3, 25, 2)
@@ -35,7 +35,7 @@ def test_step_equals_causal_linear_attention():
 
 
 def test_state_is_the_ledger_sums():
-    q, k, v = make_qkv(n=12, d=3, dv=5)
+    q, k, v = seeded_qkv(n=12, d=3, dv=5)
     state = LinearAttentionState()
     state.extend(q, k, v)
     phi_k = torch.nn.functional.elu(k) + 1
@@ -44,7 +44,7 @@ def test_state_is_the_ledger_sums():
 
 
 def test_nbytes_stays_constant_along_the_stream():
-    q, k, v = make_qkv(2, 4, n=300, d=8, dv=8, dtype=torch.float32)
+    q, k, v = seeded_qkv(2, 4, n=300, d=8, dv=8, dtype=torch.float32)
     state = LinearAttentionState()
     assert state.nbytes == 0
     sizes = []
@@ -55,7 +55,7 @@ def test_nbytes_stays_constant_along_the_stream():
 
 
 def test_reset_forgets_the_stream():
-    q, k, v = make_qkv(n=10, d=3)
+    q, k, v = seeded_qkv(n=10, d=3)
     state = LinearAttentionState()
     first = state.extend(q, k, v)
     state.reset()
@@ -64,7 +64,7 @@ def test_reset_forgets_the_stream():
 
 
 def test_mismatched_chunk_is_refused_and_leaves_the_ledger_untouched():
-    q, k, v = make_qkv(n=10, d=3)
+    q, k, v = seeded_qkv(n=10, d=3)
     state = LinearAttentionState()
     state.extend(q, k, v)
     S, z = state.S.clone(), state.z.clone()
@@ -85,7 +85,7 @@ def test_step_needs_one_token_tensors():
 
 def drift(ledger_dtype, tokens: int = 6000) -> float:
     """Relative error of the ledger z after ``tokens`` float32 tokens decoded one ``step`` at a time."""
-    q, k, v = make_qkv(n=tokens, d=8, seed=4, dtype=torch.float32)
+    q, k, v = seeded_qkv(n=tokens, d=8, seed=4, dtype=torch.float32)
     state = LinearAttentionState(ledger_dtype=ledger_dtype)
     for t in range(tokens):
         out = state.step(q[t], k[t], v[t])
@@ -109,7 +109,7 @@ def test_ledger_dtype_must_be_a_floating_dtype():
 @pytest.mark.parametrize("ledger_dtype", [None, torch.float64], ids=["same_dtype", "float64_ledger"])
 def test_steps_after_a_chunk_continue_the_stream(ledger_dtype):
     """The one-token fast path (after the first token) and extend share one ledger."""
-    q, k, v = make_qkv(2, n=30, d=5, dv=3, dtype=torch.float32)
+    q, k, v = seeded_qkv(2, n=30, d=5, dv=3, dtype=torch.float32)
     state = LinearAttentionState(ledger_dtype=ledger_dtype)
     outputs = [state.extend(q[:, :10], k[:, :10], v[:, :10])]
     outputs += [state.step(q[:, t], k[:, t], v[:, t]).unsqueeze(-2) for t in range(10, 20)]
@@ -122,7 +122,7 @@ def test_steps_after_a_chunk_continue_the_stream(ledger_dtype):
 
 
 def test_a_refused_step_leaves_the_ledger_untouched():
-    q, k, v = make_qkv(n=6, d=3)
+    q, k, v = seeded_qkv(n=6, d=3)
     state = LinearAttentionState()
     state.extend(q, k, v)
     S, z = state.S.clone(), state.z.clone()
@@ -137,7 +137,7 @@ def test_a_refused_step_leaves_the_ledger_untouched():
 
 def test_a_wider_ledger_widens_the_features_not_the_inputs():
     """ledger_dtype=float64 on float32 inputs: φ is computed in float32, then summed in float64."""
-    q, k, v = make_qkv(2, n=300, d=4, dtype=torch.float32)
+    q, k, v = seeded_qkv(2, n=300, d=4, dtype=torch.float32)
     state = LinearAttentionState(ledger_dtype=torch.float64)
     state.extend(q, k, v)
     widened_after = elu_plus_one(k).double().sum(-2)  # float32 φ, float64 sum

@@ -4,9 +4,9 @@ import math
 
 import pytest
 import torch
-from helpers import make_qkv
 
 from course_lib.attention import kernel_attention, linear_attention, softmax_attention
+from course_lib.device import seeded_qkv
 from course_lib.state import LinearAttentionState
 from course_lib.validation import all_finite
 
@@ -27,7 +27,7 @@ ALL = {**FORMS, "softmax": softmax_attention, "state": stream}
 
 
 def inputs(n=6, m=None, d=4, dv=3):
-    return make_qkv(2, n=n, m=m, d=d, dv=dv)
+    return seeded_qkv(2, n=n, m=m, d=d, dv=dv)
 
 
 def with_value(x, value, index=(0, 2, 1)):

@@ -82,14 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     if "engine" in suites:
         payload["engine"] = engine.run_engine(engine.QUICK if args.quick else engine.FULL, device)
         print("\n" + report.engine_text(payload["engine"]))
-    inputs = targets.target_inputs(payload.get("crossover"), payload.get("decode"), payload.get("engine"),
-                                   quick=args.quick)
-    payload["targets"] = targets.evaluate_targets(inputs, quick=args.quick)
+    measured = targets.measurements(payload.get("crossover"), payload.get("decode"), payload.get("engine"),
+                                    quick=args.quick)
+    payload["targets"] = targets.evaluate_targets(measured, quick=args.quick)
     print("\n" + report.targets_text(payload["targets"]))
-    payload["meta"]["wall_s"] = round(time.perf_counter() - started, 1)
-    records.write_json(args.out, payload)
-    print(f"\nwrote {args.out}" + "".join(f"\nwrote {p}" for p in pictures))
-    print(f"wall time {time.perf_counter() - started:.0f} s")
+    records.finish_run(args.out, payload, started, *pictures)
     return 0
 
 

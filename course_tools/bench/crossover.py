@@ -15,7 +15,7 @@ from course_lib.attention import linear_attention
 from course_lib.fast_forms import auto_chunk_size
 from course_lib.measure import time_call
 from course_tools.bench.flops import Roof, roof_for, shaped_roof_for
-from course_tools.bench.kernels import Contender, seeded_qkv
+from course_tools.bench.kernels import Contender, suite_qkv
 from course_tools.bench.timing import interleaved_times, peak_memory, spread
 
 GIB = 2**30
@@ -47,11 +47,6 @@ QUICK = CrossoverSettings(
     ds=(32, 64), heads=(8,), ns=(64, 512),
     memory_budget_bytes=4 * GIB, recurrent_max_n=256, min_run_time=0.01, repeats=2,
 )
-
-
-def qkv(settings: CrossoverSettings, heads: int, n: int, d: int, device: torch.device) -> list[torch.Tensor]:
-    """q, k, v [B, H, N, d] of the sweep: ``kernels.seeded_qkv`` with the settings' batch, seed and dtype."""
-    return seeded_qkv((settings.batch, heads, n, d), device, seed=settings.seed, dtype=settings.dtype)
 
 
 def skip_reason(contender: Contender, settings: CrossoverSettings, bh: int, n: int, itemsize: int) -> str | None:
@@ -100,7 +95,7 @@ def measure_one(contender: Contender, q, k, v, roof_timer: RoofTimer, seconds: l
 
 def warm_up(contenders: list[Contender], settings: CrossoverSettings, device: torch.device) -> None:
     """One untimed call of each contender at the smallest size: thread pools and lazy inits start here."""
-    q, k, v = qkv(settings, max(settings.heads), min(settings.ns), max(settings.ds), device)
+    q, k, v = suite_qkv(settings, max(settings.heads), min(settings.ns), max(settings.ds), device)
     for contender in contenders:
         contender.make(q, k, v)()
 
@@ -112,7 +107,7 @@ def run_crossover(settings: CrossoverSettings, device: torch.device, contenders:
     warm_up(contenders, settings, device)
     records = []
     for d, heads, n in tqdm(configs, desc="crossover", disable=None):
-        q, k, v = qkv(settings, heads, n, d, device)
+        q, k, v = suite_qkv(settings, heads, n, d, device)
         reasons = {c.name: skip_reason(c, settings, settings.batch * heads, n, q.element_size()) for c in contenders}
         calls = {c.name: c.make(q, k, v) for c in contenders if reasons[c.name] is None}
         seconds = interleaved_times(calls, device, repeats=settings.repeats, min_run_time=settings.min_run_time)
@@ -132,7 +127,7 @@ def run_chunk_sweep(settings: CrossoverSettings, device: torch.device) -> dict:
     n, heads = max(settings.ns), max(settings.heads)
     records, bar = [], tqdm(total=len(settings.ds) * len(settings.chunk_sizes), desc="chunk sweep", disable=None)
     for d in settings.ds:
-        q, k, v = qkv(settings, heads, n, d, device)
+        q, k, v = suite_qkv(settings, heads, n, d, device)
         for chunk in settings.chunk_sizes:
             call = lambda: linear_attention(q, k, v, causal=True, chunk_size=chunk)  # noqa: E731
             seconds = time_call(call, min_run_time=settings.min_run_time * settings.repeats)

@@ -27,7 +27,7 @@ from tqdm import tqdm
 from course_lib.cost import kv_cache_bytes
 from course_lib.state import LinearAttentionState
 from course_tools.bench.baselines import PlainLedger
-from course_tools.bench.kernels import seeded_qkv
+from course_tools.bench.kernels import suite_qkv
 from course_tools.bench.timing import synchronize
 
 
@@ -146,8 +146,7 @@ def decode_crossover(curve_t: list[int], curve_s: list[float], ledger: dict) -> 
 
 def run_decode(settings: DecodeSettings, device: torch.device) -> dict:
     """Every decoder on one random stream [B, H, T, d]; latencies, bytes held, crossovers against the cache."""
-    shape = (settings.batch, settings.heads, settings.tokens, settings.d)
-    q, k, v = seeded_qkv(shape, device, seed=settings.seed, dtype=settings.dtype)
+    q, k, v = suite_qkv(settings, settings.heads, settings.tokens, settings.d, device)
     result = {"settings": asdict(settings)}
     for name, decoder in DECODERS:
         seconds, held, extra = decoder(q, k, v)

@@ -1,7 +1,7 @@
 """The engine suite: where a causal call's time goes, how decay scales, what backward costs.
 
 All through the public API, ``linear_attention(q, k, v, causal=True)`` (elu + 1, method "auto"),
-on seeded q, k, v [B, H, N, d] fp32 (``kernels.seeded_qkv``):
+on seeded q, k, v [B, H, N, d] fp32 (``kernels.suite_qkv``):
 
 * profile: the share of the call's time outside its matrix products (``timing.matmul_share``:
   matmul time from the profiler, call time without it), the median over ``profile_repeats``
@@ -22,7 +22,7 @@ import torch
 from course_lib.attention import linear_attention
 from course_lib.fast_forms import BLOCK_ROWS
 from course_lib.measure import time_call
-from course_tools.bench.kernels import seeded_qkv
+from course_tools.bench.kernels import suite_qkv
 from course_tools.bench.timing import interleaved_times, matmul_share, spread
 
 
@@ -50,9 +50,8 @@ QUICK = EngineSettings(profile_n=1024, decay_ns=(512, 2048), backward_n=512, min
                        profile_repeats=2)
 
 
-def _qkv(settings: EngineSettings, n: int, device: torch.device) -> list[torch.Tensor]:
-    shape = (settings.batch, settings.heads, n, settings.d)
-    return seeded_qkv(shape, device, seed=settings.seed, dtype=settings.dtype)
+def _qkv(settings: EngineSettings, n: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    return suite_qkv(settings, settings.heads, n, settings.d, device)  # [B, H, N, d]
 
 
 def exp_pass(q: torch.Tensor, k: torch.Tensor, rows: int = BLOCK_ROWS):

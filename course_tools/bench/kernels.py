@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from course_lib.attention import linear_attention, softmax_attention
 from course_lib.cost import macs_causal_chunked, macs_linear, macs_softmax, weights_bytes
+from course_lib.device import seeded_qkv
 from course_lib.fast_forms import auto_chunk_size
 from course_lib.feature_maps import elu_plus_one
 from course_tools.bench.baselines import plain_causal_linear_attention, plain_linear_attention
@@ -61,11 +62,11 @@ def _chunked_flops(chunk: Callable[[int, int], int]) -> Callable[[int, int], int
     return lambda n, d: FLOPS_PER_MAC * macs_causal_chunked(n, d, d, chunk(n, d))
 
 
-def seeded_qkv(shape: tuple[int, ...], device: torch.device, *, seed: int, dtype: str) -> list[torch.Tensor]:
-    """q, k, v of ``shape`` from one CPU generator seeded with ``seed`` (the same numbers on every
-    device), then moved to ``device``: the inputs every suite times its contenders on."""
-    generator = torch.Generator().manual_seed(seed)
-    return [torch.randn(*shape, generator=generator, dtype=getattr(torch, dtype)).to(device) for _ in range(3)]
+def suite_qkv(settings, heads: int, n: int, d: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """q, k, v [B, H, N, d] that a suite times its contenders on: ``course_lib.device.seeded_qkv`` with the
+    ``settings``' batch, seed and dtype (the same numbers on every device)."""
+    return seeded_qkv(settings.batch, heads, n=n, d=d, seed=settings.seed, dtype=getattr(torch, settings.dtype),
+                      device=device)
 
 
 def _sdpa(causal: bool) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Call]:

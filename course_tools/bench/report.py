@@ -111,7 +111,7 @@ def engine_text(result: dict) -> str:
 
 def targets_text(verdicts: list[dict]) -> str:
     """PASS/FAIL lines with the ratio behind each and its details (N, bytes), then the verdicts' notes."""
-    fixed = {"target", "value", "limit", "passed", "status", "note"}
+    fixed = {"target", "value", "limit", "passed", "status", "why", "note"}
 
     def detail(verdict: dict) -> str:
         extras = [(key, value) for key, value in verdict.items()

@@ -1,7 +1,7 @@
 """Building blocks of grader tests: fixed-seed inputs, calling the student, comparing answers.
 
 The pattern every test follows (so mutating inputs cannot change a verdict):
-make fresh inputs from a fixed seed, compute the expected answer with course_lib
+make fresh inputs from a fixed seed (``course_lib.device.seeded_qkv``), compute the expected answer with course_lib
 FIRST, then ``call`` the student's function, which only ever sees clones.
 """
 
@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 import torch
 
+from course_lib.attention import linear_attention
+from course_lib.device import seeded_qkv
 from course_tools.grading.core import GradingFailure
 
 EXACT = {"atol": 1e-10, "rtol": 1e-10}  # float64 answers that must agree to rounding (every exercise's default)
@@ -18,25 +20,6 @@ FLOAT32_HINT = (
 )
 COMPUTES_HINT = "a property's points go to an answer computed from its inputs"
 Explain = Callable[[BaseException], str]  # the student's exception -> a hint naming the likely mistake, or ""
-
-
-def make_qkv(
-    *,
-    n: int,
-    m: int,
-    d: int,
-    dv: int,
-    seed: int,
-    batch: tuple[int, ...] = (),
-    dtype: torch.dtype = torch.float64,
-    scale: float = 1.0,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Standard-normal q [*batch, n, d] and k [*batch, m, d] times ``scale``, v [*batch, m, dv]; CPU."""
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(*batch, n, d, generator=g, dtype=dtype) * scale
-    k = torch.randn(*batch, m, d, generator=g, dtype=dtype) * scale
-    v = torch.randn(*batch, m, dv, generator=g, dtype=dtype)
-    return q, k, v
 
 
 def _join(message: str, hint: str) -> str:
@@ -294,6 +277,19 @@ def constant_value_inputs(
     return (q, k, v), row.expand(*q.shape[:-1], len(value)).clone()  # [..., n, dv]
 
 
+def long_causal_inputs(n: int, *, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """float32 q, k [n, 2] and v [n, 2] = noise + k, so every causal output depends on the keys it saw
+    (the long-sequence tests of the causal exercises 5 and 6)."""
+    q, k, v = seeded_qkv(n=n, d=2, seed=seed, dtype=torch.float32)
+    return q, k, v + k
+
+
+def long_causal_key(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **_: object) -> torch.Tensor:
+    """Causal linear attention in float64 by prefix sums ([n, d, dv] of state: 32 MB at 2**20), in q's dtype."""
+    exact = linear_attention(q.double(), k.double(), v.double(), causal=True, method="parallel")
+    return exact.to(q.dtype)
+
+
 
 
 def expect_computes(
@@ -327,7 +323,7 @@ def expect_computes(
             f"two calls with the same inputs gave different outputs (max difference {gap:.3g}): "
             f"{COMPUTES_HINT}, not random numbers (draw any randomness from the generator you are given)"
         )
-    g = torch.Generator().manual_seed(10_000 + seed)  # never the stream that made the inputs (make_qkv(seed))
+    g = torch.Generator().manual_seed(10_000 + seed)  # never the stream that made the inputs (seeded_qkv)
     for index, name in enumerate(names):
         if name is None:
             continue

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import matplotlib
 
-from course_lib.records import cli_output_path, machine_metadata, table, write_json
+from course_lib.records import cli_output_path, finish_run, machine_metadata, table
 from course_lib.device import get_device
 from course_lib.recall import sweep
 from course_tools.recall import language
@@ -60,12 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     print(table(["mixer", "parameters", "validation bits/byte", "next-byte accuracy", "seconds"],
                 [[r["mixer"], r["parameters"], r["validation_bits_per_byte"], r["validation_accuracy"], r["seconds"]]
                  for r in result["language"]["runs"]]))
-    meta["wall_s"] = round(time.perf_counter() - started, 1)
-    write_json(args.out, {"meta": meta, **result})
-    partial.unlink()
     picture = args.out.with_suffix(".png")
     sweep.sweep_figure(result["summary"], meta["device_label"]).savefig(picture, dpi=110)
-    print(f"wrote {args.out}\nwrote {picture}\nwall time {meta['wall_s']:.0f} s")
+    finish_run(args.out, {"meta": meta, **result}, started, picture)
+    partial.unlink()  # only once the whole sweep is written
     return 0
 
 

@@ -8,6 +8,7 @@ in float64 with tolerance 1e-10 (any correct float64 implementation lands within
 import torch
 
 from course_lib.attention import softmax_attention
+from course_lib.device import seeded_qkv
 from course_tools.grading.checks import (
     EXACT,
     answers,
@@ -16,7 +17,6 @@ from course_tools.grading.checks import (
     expect_computes,
     expect_no_future_leak,
     expect_output,
-    make_qkv,
 )
 from course_tools.grading.core import grader_test
 
@@ -37,7 +37,7 @@ CAUSAL_HINT = "with causal=True query i sees keys j <= i only: set the scores wi
 @grader_test(points=2)
 def shape_and_dtype(fn):
     """returns a tensor [..., n, dv] in the inputs' dtype (checked with n != m and dv != d), computed from q, k, v"""
-    inputs = make_qkv(n=5, m=7, d=4, dv=3, seed=1)
+    inputs = seeded_qkv(n=5, m=7, d=4, dv=3, seed=1)
     expect_output(*answers(fn, softmax_attention, inputs))
     expect_computes(fn, inputs, ("q", "k", "v"), seed=8)
 
@@ -45,28 +45,28 @@ def shape_and_dtype(fn):
 @grader_test(points=2)
 def values(fn):
     """matches softmax(q kᵀ/√d) v in float64 (non-causal, n != m)"""
-    out, expected = answers(fn, softmax_attention, make_qkv(n=6, m=9, d=8, dv=5, seed=2))
+    out, expected = answers(fn, softmax_attention, seeded_qkv(n=6, m=9, d=8, dv=5, seed=2))
     compare(out, expected, **EXACT, hint=VALUES_HINT)
 
 
 @grader_test(points=2)
 def causal_values(fn):
     """matches the causal reference in float64 (query i sees keys j <= i)"""
-    out, expected = answers(fn, softmax_attention, make_qkv(n=7, m=7, d=4, dv=3, seed=3), causal=True)
+    out, expected = answers(fn, softmax_attention, seeded_qkv(n=7, m=7, d=4, dv=3, seed=3), causal=True)
     compare(out, expected, **EXACT, hint=CAUSAL_HINT)
 
 
 @grader_test(points=1)
 def no_future_leakage(fn):
     """with causal=True, changing the tokens after position t leaves outputs 0..t unchanged (and earlier ones move them)"""
-    inputs, future = (make_qkv(n=8, m=8, d=4, dv=3, seed=seed) for seed in (4, 5))
+    inputs, future = (seeded_qkv(n=8, m=8, d=4, dv=3, seed=seed) for seed in (4, 5))
     expect_no_future_leak(fn, softmax_attention, inputs, future, t=3, hint=CAUSAL_HINT, causal=True)
 
 
 @grader_test(points=2)
 def batch_dims(fn):
     """keeps leading batch/head dims: q [2, 3, n, d] -> [2, 3, n, dv]"""
-    compare_batched(fn, softmax_attention, make_qkv(batch=(2, 3), n=6, m=9, d=4, dv=5, seed=6), **EXACT)
+    compare_batched(fn, softmax_attention, seeded_qkv(2, 3, n=6, m=9, d=4, dv=5, seed=6), **EXACT)
 
 
 @grader_test(points=1)
@@ -76,7 +76,7 @@ def large_logits(fn):
     Scores of ~1e3 carry float32 rounding of ~1e-4, which moves the weights by as
     much; the 1e-2 tolerance covers that with room, while an overflow gives NaN/inf.
     """
-    inputs = make_qkv(n=6, m=6, d=4, dv=3, seed=7, dtype=torch.float32, scale=30.0)
+    inputs = seeded_qkv(n=6, m=6, d=4, dv=3, seed=7, dtype=torch.float32, scale=30.0)
     out, expected = answers(fn, softmax_attention, inputs)
     hint = "exp(1000) overflows: subtract each row's max score before exp (torch.softmax does this for you)"
     compare(out, expected, atol=1e-2, rtol=1e-2, hint=hint)

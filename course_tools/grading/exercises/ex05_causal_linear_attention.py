@@ -3,13 +3,13 @@
 Query i reads the prefix state S_i = Σ_{j≤i} φ(k_j)v_jᵀ, z_i = Σ_{j≤i} φ(k_j):
 o_i = φ(q_i)ᵀS_i / φ(q_i)ᵀz_i. The answer key is ``course_lib.attention.kernel_attention``
 with ``causal=True`` (the explicit masked n×n oracle, float64, tolerance 1e-10) and,
-for the long sequence where n×n cannot exist, ``linear_attention`` (see that test).
+for the long sequence where n×n cannot exist, ``linear_attention`` (``checks.long_causal_key``).
 """
 
 import torch
 
-from course_lib.attention import kernel_attention, linear_attention
-from course_lib.device import one_thread
+from course_lib.attention import kernel_attention
+from course_lib.device import one_thread, seeded_qkv
 from course_tools.grading.checks import (
     EXACT,
     answers,
@@ -20,7 +20,8 @@ from course_tools.grading.checks import (
     expect_computes,
     expect_no_future_leak,
     expect_output,
-    make_qkv,
+    long_causal_inputs,
+    long_causal_key,
 )
 from course_tools.grading.core import GradingFailure, grader_test
 from course_tools.grading.exercises import LINEAR_ATTENTION_FORMS
@@ -43,23 +44,11 @@ def causal_key(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tenso
     return kernel_attention(q, k, v, causal=True)
 
 
-def long_inputs(n: int, *, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """float32 q, k [n, 2] and v [n, 2] = noise + k, so every output depends on the keys it saw."""
-    q, k, v = make_qkv(n=n, m=n, d=2, dv=2, seed=seed, dtype=torch.float32)
-    return q, k, v + k
-
-
-def long_key(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **_: object) -> torch.Tensor:
-    """Causal linear attention in float64 by prefix sums ([n, d, dv] of state: 32 MB at 2**20), in q's dtype."""
-    exact = linear_attention(q.double(), k.double(), v.double(), causal=True, method="parallel")
-    return exact.to(q.dtype)
-
-
 @grader_test(points=2)
 def shape_and_dtype(fn):
     """returns a tensor [..., n, dv] in the inputs' dtype (float64 and float32, dv != d), computed from q, k, v"""
     for dtype in (torch.float64, torch.float32):
-        inputs = make_qkv(n=7, m=7, d=4, dv=3, seed=51, dtype=dtype)
+        inputs = seeded_qkv(n=7, m=7, d=4, dv=3, seed=51, dtype=dtype)
         expect_output(*answers(fn, causal_key, inputs), hint=PREFIX_HINT)
     expect_computes(fn, inputs, ("q", "k", "v"), seed=59)
 
@@ -67,7 +56,7 @@ def shape_and_dtype(fn):
 @grader_test(points=2)
 def values(fn):
     """matches the masked kernel oracle (φ(Q)φ(K)ᵀ with j ≤ i, row-normalised) V in float64"""
-    out, expected = answers(fn, causal_key, make_qkv(n=9, m=9, d=8, dv=5, seed=52))
+    out, expected = answers(fn, causal_key, seeded_qkv(n=9, m=9, d=8, dv=5, seed=52))
     compare(out, expected, **EXACT, hint=FORMULA_HINT)
 
 
@@ -75,20 +64,20 @@ def values(fn):
 def batch_dims(fn):
     """keeps leading batch/head dims: q [2, 3, n, d] -> [2, 3, n, dv]"""
     advice = "take the prefix sums over the positions axis (-3 for S [..., n, d, dv], -2 for z) and keep `...`"
-    compare_batched(fn, causal_key, make_qkv(batch=(2, 3), n=8, m=8, d=4, dv=5, seed=53), **EXACT, advice=advice)
+    compare_batched(fn, causal_key, seeded_qkv(2, 3, n=8, m=8, d=4, dv=5, seed=53), **EXACT, advice=advice)
 
 
 @grader_test(points=1)
 def no_future_leakage(fn):
     """changing the tokens after position t leaves outputs 0..t unchanged (and earlier ones move them)"""
-    inputs, future = (make_qkv(n=10, m=10, d=4, dv=3, seed=seed) for seed in (54, 55))
+    inputs, future = (seeded_qkv(n=10, m=10, d=4, dv=3, seed=seed) for seed in (54, 55))
     expect_no_future_leak(fn, causal_key, inputs, future, t=3, hint=LEAK_HINT)
 
 
 @grader_test(points=1)
 def first_position(fn):
     """the first output is v_0: query 0 sees key 0 alone, so its weights are [1]"""
-    q, k, v = make_qkv(n=6, m=6, d=4, dv=3, seed=56)
+    q, k, v = seeded_qkv(n=6, m=6, d=4, dv=3, seed=56)
     expect_computes(fn, (q, k, v), ("q", "k", "v"), seed=60)  # a copy of v starts with v_0 too
     out = expect_output(*answers(fn, causal_key, (q, k, v), hint=PREFIX_HINT), hint=PREFIX_HINT)
     if not torch.allclose(out[0], v[0], **EXACT):
@@ -99,7 +88,7 @@ def first_position(fn):
 @grader_test(points=1)
 def constant_values(fn):
     """returns that vector at every position when every value row is the same vector (the normaliser)"""
-    generic = make_qkv(n=8, m=8, d=4, dv=3, seed=57)
+    generic = seeded_qkv(n=8, m=8, d=4, dv=3, seed=57)
     expect_computes(fn, generic, ("q", "k", "v"), seed=57)  # a copy of v is constant too
     inputs, expected = constant_value_inputs(*generic[:2], (1.5, -2.0, 0.25))
     hint = "each query's weights must sum to 1: divide φ(q_i)ᵀS_i by φ(q_i)ᵀz_i"
@@ -117,5 +106,5 @@ def long_sequence(fn):
     """
     hint = "build the prefix sums S_i [n, d, dv] and z_i [n, d] with cumsum over the positions, never φ(Q)φ(K)ᵀ"
     with one_thread():  # in case of a loop over chunks: see one_thread
-        out, expected = answers(fn, long_key, long_inputs(LONG_N, seed=58), hint=hint)
+        out, expected = answers(fn, long_causal_key, long_causal_inputs(LONG_N, seed=58), hint=hint)
     compare(out, expected, atol=1e-4, rtol=1e-3, hint=FORMULA_HINT)

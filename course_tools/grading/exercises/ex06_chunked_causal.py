@@ -10,7 +10,7 @@ form agrees with the n×n oracle to ~1e-15); the long sequence runs in float32.
 import torch
 
 from course_lib.attention import linear_attention
-from course_lib.device import one_thread
+from course_lib.device import one_thread, seeded_qkv
 from course_tools.grading.checks import (
     EXACT,
     answers,
@@ -21,11 +21,11 @@ from course_tools.grading.checks import (
     expect_computes,
     expect_no_future_leak,
     expect_output,
-    make_qkv,
+    long_causal_inputs,
+    long_causal_key,
 )
 from course_tools.grading.core import grader_test
 from course_tools.grading.exercises import LINEAR_ATTENTION_FORMS
-from course_tools.grading.exercises.ex05_causal_linear_attention import long_inputs, long_key
 
 FUNCTION_NAME = "chunked_causal_linear_attention"
 TITLE = "Chunked causal linear attention: the ledger updated once per table"
@@ -76,7 +76,7 @@ def shape_and_dtype(fn):
     """returns a tensor [..., n, dv] in the inputs' dtype (float64 and float32; n = 23, chunk_size = 5), from q, k, v"""
     reason = "the inputs' dtype; a ledger made by torch.zeros(d, dv) is float32: use phi_k.new_zeros(...)"
     for dtype in (torch.float64, torch.float32):
-        inputs = make_qkv(n=23, m=23, d=4, dv=3, seed=61, dtype=dtype)
+        inputs = seeded_qkv(n=23, m=23, d=4, dv=3, seed=61, dtype=dtype)
         out, expected = answers(fn, chunked_key, inputs, hint=LAST_CHUNK_HINT, explain=explain, chunk_size=5)
         expect_output(out, expected, hint=BLOCK_HINT, dtype_reason=reason)
     expect_computes(fn, inputs, ("q", "k", "v"), seed=70, explain=explain, chunk_size=5)
@@ -85,25 +85,25 @@ def shape_and_dtype(fn):
 @grader_test(points=2)
 def values(fn):
     """matches the key in float64 when chunk_size does not divide n (n = 23 with chunk_size 5 and 4)"""
-    graded(fn, make_qkv(n=23, m=23, d=8, dv=5, seed=62), (5, 4))
+    graded(fn, seeded_qkv(n=23, m=23, d=8, dv=5, seed=62), (5, 4))
 
 
 @grader_test(points=1)
 def chunk_size_one(fn):
     """chunk_size = 1 (every chunk one token: the pure recurrence) matches the key"""
-    graded(fn, make_qkv(n=9, m=9, d=4, dv=3, seed=63), (1,), " is the ledger read token by token")
+    graded(fn, seeded_qkv(n=9, m=9, d=4, dv=3, seed=63), (1,), " is the ledger read token by token")
 
 
 @grader_test(points=1)
 def one_chunk(fn):
     """chunk_size ≥ n (one chunk: the masked quadratic block alone) matches the key, for chunk_size = n and n + 7"""
-    graded(fn, make_qkv(n=9, m=9, d=4, dv=3, seed=64), (9, 16), " ≥ n is one masked block")
+    graded(fn, seeded_qkv(n=9, m=9, d=4, dv=3, seed=64), (9, 16), " ≥ n is one masked block")
 
 
 @grader_test(points=1)
 def batch_dims(fn):
     """keeps leading batch/head dims: q [2, 3, n, d] -> [2, 3, n, dv] (n = 11, chunk_size = 4)"""
-    inputs = make_qkv(batch=(2, 3), n=11, m=11, d=4, dv=5, seed=65)
+    inputs = seeded_qkv(2, 3, n=11, m=11, d=4, dv=5, seed=65)
     advice = "transpose with .transpose(-2, -1), slice chunks as x[..., a:b, :] and keep the ledger [..., d, dv]"
     compare_batched(fn, chunked_key, inputs, **EXACT, advice=advice, explain=explain, chunk_size=4)
 
@@ -111,7 +111,7 @@ def batch_dims(fn):
 @grader_test(points=1)
 def no_future_leakage(fn):
     """changing the tokens after t = 6, in the middle of chunk [5, 10), leaves outputs 0..6 unchanged (earlier ones move them)"""
-    inputs, future = (make_qkv(n=13, m=13, d=4, dv=3, seed=seed) for seed in (66, 67))
+    inputs, future = (seeded_qkv(n=13, m=13, d=4, dv=3, seed=seed) for seed in (66, 67))
     hint = "inside a chunk, query i sees keys j ≤ i only (tril); the ledger holds the earlier chunks only"
     expect_no_future_leak(fn, chunked_key, inputs, future, t=6, hint=hint, explain=explain, chunk_size=5)
 
@@ -119,7 +119,7 @@ def no_future_leakage(fn):
 @grader_test(points=1)
 def constant_values(fn):
     """returns that vector at every position when every value row is the same vector (the normaliser)"""
-    generic = make_qkv(n=12, m=12, d=4, dv=3, seed=68)
+    generic = seeded_qkv(n=12, m=12, d=4, dv=3, seed=68)
     expect_computes(fn, generic, ("q", "k", "v"), seed=68, explain=explain, chunk_size=5)  # a copy of v is too
     inputs, expected = constant_value_inputs(*generic[:2], (1.5, -2.0, 0.25))
     hint = "divide each query's numerator (block + ledger) by its denominator (block row sum + φ(q_i)ᵀz)"
@@ -138,5 +138,5 @@ def long_sequence(fn):
     """
     hint = "never build φ(Q)φ(K)ᵀ: only chunk_size × chunk_size blocks and the [d, dv] ledger"
     with one_thread():  # a loop over 4096 chunks: see one_thread
-        out, expected = answers(fn, long_key, long_inputs(LONG_N, seed=69), hint=hint, chunk_size=64)
+        out, expected = answers(fn, long_causal_key, long_causal_inputs(LONG_N, seed=69), hint=hint, chunk_size=64)
     compare(out, expected, atol=1e-4, rtol=1e-3, hint=BLOCK_HINT)

@@ -17,10 +17,10 @@ from functools import cache
 import torch
 
 from course_lib.attention import softmax_attention
-from course_lib.device import one_thread
+from course_lib.device import one_thread, seeded_qkv
 from course_lib.measure import fit_power_law
 from course_lib.random_features import positive_random_features
-from course_tools.grading.checks import attempt, expect_computes, expect_output, make_qkv
+from course_tools.grading.checks import attempt, expect_computes, expect_output
 from course_tools.grading.core import GradingFailure, grader_test
 
 FUNCTION_NAME = "output_bias_and_noise"
@@ -42,7 +42,7 @@ KINDS = ("orthogonal", "iid")
 
 def problem() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The graded attention problem: 5 queries, 6 keys, d = 4, dv = 3, q and k scaled by 0.5 (float64)."""
-    return make_qkv(n=5, m=6, d=4, dv=3, seed=92, scale=0.5)
+    return seeded_qkv(n=5, m=6, d=4, dv=3, seed=92, scale=0.5)
 
 
 def draw_omegas(redraws: int, m: int, d: int, generator: torch.Generator, kind: str) -> torch.Tensor:
@@ -150,7 +150,7 @@ def _bias_hint(bias: torch.Tensor, noise: torch.Tensor, key: torch.Tensor, sprea
 @grader_test(points=1)
 def shape_and_dtype(fn):
     """returns (bias, noise), two float64 tensors [..., n, dv] (n = 5 queries, 6 keys, dv = 3), computed from q, k, v"""
-    inputs = make_qkv(n=5, m=6, d=4, dv=3, seed=91, scale=0.5)
+    inputs = seeded_qkv(n=5, m=6, d=4, dv=3, seed=91, scale=0.5)
     student(fn, inputs, 4, 3, seed=1)
     expect_computes(bias_only(fn), inputs, ("q", "k", "v"), seed=98)
 
@@ -241,7 +241,7 @@ def noise_matches(fn):
 @grader_test(points=1)
 def constant_values(fn):
     """bias and noise are 0 when every value row is the same vector: a normalised output is exact then"""
-    q, k, generic = make_qkv(n=5, m=6, d=4, dv=3, seed=94, scale=0.5)
+    q, k, generic = seeded_qkv(n=5, m=6, d=4, dv=3, seed=94, scale=0.5)
     expect_computes(bias_only(fn), (q, k, generic), ("q", "k", "v"), seed=94)  # zeros are 0 here too
     v = torch.tensor([1.5, -2.0, 0.25], dtype=torch.float64).expand(6, 3).clone()  # every key serves c
     bias, noise = student(fn, (q, k, v), 6, 8, seed=94)
@@ -257,7 +257,7 @@ def constant_values(fn):
 @grader_test(points=1)
 def uses_generator(fn):
     """takes all randomness from `generator`: same seed, same answer; new seed, new answer; global RNG untouched"""
-    inputs = make_qkv(n=5, m=6, d=4, dv=3, seed=95, scale=0.5)
+    inputs = seeded_qkv(n=5, m=6, d=4, dv=3, seed=95, scale=0.5)
     advice = "build every PerformerFeatures with generator=generator, and draw nothing else at random"
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(1)
@@ -288,7 +288,7 @@ def scaling_runs(fn) -> list[tuple[float, float]]:
     cached = _scaling_cache.get(id(fn))
     if cached is not None and cached[0] is fn:
         return cached[1]
-    inputs = make_qkv(n=16, m=6, d=4, dv=2, seed=91, scale=0.35)
+    inputs = seeded_qkv(n=16, m=6, d=4, dv=2, seed=91, scale=0.35)
     runs = []
     with one_thread():  # a Python loop over 2000 small redraws: see one_thread
         for m in SCALING_MS:

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from course_lib.delta import delta_rule_attention
+from course_lib.device import seeded_qkv
 from course_tools.grading.checks import (
     EXACT,
     answers,
@@ -18,7 +19,6 @@ from course_tools.grading.checks import (
     expect_computes,
     expect_no_future_leak,
     expect_output,
-    make_qkv,
 )
 from course_tools.grading.core import GradingFailure, grader_test
 from course_tools.grading.exercises.ex06_chunked_causal import DTYPE_CLASH
@@ -61,7 +61,7 @@ def make_beta(*shape: int, seed: int, dtype: torch.dtype = torch.float64) -> tor
 
 
 def inputs(*, n: int, d: int, dv: int, seed: int, batch: tuple[int, ...] = (), dtype=torch.float64):
-    q, k, v = make_qkv(batch=batch, n=n, m=n, d=d, dv=dv, seed=seed, dtype=dtype)
+    q, k, v = seeded_qkv(*batch, n=n, m=n, d=d, dv=dv, seed=seed, dtype=dtype)
     return q, k, v, make_beta(*batch, n, seed=seed + 1000, dtype=dtype)
 
 
