@@ -16,25 +16,23 @@ import pytest
 import torch
 from grader_mutants import (
     ALTERNATIVES,
+    CHEATS,
+    EXACTLY_FAILS,
+    MISTAKE_FEEDBACK,
+    MODULES,
     MUTANTS,
+    SCRIBBLES,
     TRIVIAL,
+    TRIVIAL_FEEDBACK,
+)
+from mutants.misbehaving import (
     Unloadable,
-    cheat_ex01,
-    cheat_ex02,
-    cheat_ex03,
-    cheat_ex05,
-    cheat_ex06,
     correct,
     exit_process,
     hang_when_causal,
     loop_forever,
     print_then_answer,
     raise_value_error,
-    scribble_ex01,
-    scribble_ex02,
-    scribble_ex03,
-    scribble_ex05,
-    scribble_ex06,
 )
 
 from course_lib import attention
@@ -50,22 +48,8 @@ from course_tools.grading import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-EXERCISES = [
-    "ex01_softmax_attention",
-    "ex02_linear_attention",
-    "ex03_positive_random_features",
-    "ex04_orthogonal_gaussian",
-    "ex05_causal_linear_attention",
-    "ex06_chunked_causal",
-    "ex07_rope",
-    "ex09_estimator_bias",
-    "ex10_crossover",
-    "ex11_delta_rule",
-]
-CHEATS = dict(zip(EXERCISES[:3] + EXERCISES[4:6], (cheat_ex01, cheat_ex02, cheat_ex03, cheat_ex05, cheat_ex06)))
-SCRIBBLES = dict(
-    zip(EXERCISES[:3] + EXERCISES[4:6], (scribble_ex01, scribble_ex02, scribble_ex03, scribble_ex05, scribble_ex06))
-)
+QUIZ = "ex08_interview_quiz"  # answers are letters, not a function of inputs: tests/test_quiz.py grades it
+EXERCISES = [exercise_id for exercise_id in exercise_ids() if exercise_id != QUIZ]
 
 
 def notebook_function(path: Path) -> object:
@@ -104,7 +88,9 @@ def test_solution_scores_full_marks_and_check_prints_the_report(exercise_id, cap
     assert printed[-1] == "Score: 10/10"
 
 
-@pytest.mark.parametrize("exercise_id", [EXERCISES[1], EXERCISES[4], EXERCISES[5]])  # those with a long_sequence test
+@pytest.mark.parametrize(
+    "exercise_id", [e for e in EXERCISES if "long_sequence" in {test.name for test in load_exercise(e).tests}]
+)
 def test_long_sequence_runs_in_seconds_and_small_memory_for_the_solution(exercise_id):
     result = grade(exercise_id, notebook_function(ROOT / "solutions" / f"{exercise_id}.ipynb"))
     long = next(test for test in result.tests if test.name == "long_sequence")
@@ -123,6 +109,16 @@ def test_exercise_stub_scores_zero_and_shows_the_hint(exercise_id):
 
 
 # --- mutants: every test is needed, every mistake costs points -----------------------------
+
+
+def test_every_registered_exercise_has_a_mutants_module_and_every_module_an_exercise():
+    """A new grader needs tests/mutants/<its id>.py (CONTRIBUTING.md, recipe 3): no grader test unproven."""
+    registered = set(exercise_ids())
+    missing, stray = sorted(registered - set(MODULES)), sorted(set(MODULES) - registered)
+    assert not missing, f"no tests/mutants/<id>.py for the registered exercises {missing}: add their MUTANTS"
+    assert not stray, f"tests/mutants/ has modules for no registered exercise: {stray} (rename them to a grader's id)"
+    without = sorted(exercise_id for exercise_id, module in MODULES.items() if not getattr(module, "MUTANTS", None))
+    assert not without, f"these tests/mutants/ modules define no MUTANTS: {without}"
 
 
 @pytest.fixture(scope="module")
@@ -176,90 +172,9 @@ def test_batch_dims_feedback_says_whether_the_batch_or_the_formula_is_wrong(muta
     assert feedback(mutant_results[mutant])["batch_dims"].endswith(blame)
 
 
-MISTAKE_FEEDBACK = [
-    ("ex03_two_exps", "no_overflow", "take a single exp of the whole exponent"),
-    ("ex03_einsum_without_batch", "batch_dims", "the batch dims are mishandled: sum ‖x‖² over dim=-1"),
-    ("ex03_no_sqrt_m", "unbiased", "φ(q)ᵀφ(k) for the pair at index (2,) is 63.14, expected 0.9835 ± 0.032"),
-    ("ex03_trig_features", "shape_and_dtype", "output has shape [5, 14], expected [5, 7] = [..., n, m]"),
-    ("ex04_iid_gaussian", "orthogonal_blocks", "share block 1 but are not orthogonal"),
-    ("ex04_one_block_reused", "orthogonal_blocks", "of different blocks are parallel"),
-    ("ex04_qr_unit_rows", "row_lengths", "the mean of ‖ω‖² is 1, expected 16 ± 0.69 (6 standard errors)"),
-    ("ex04_qr_rows_times_sqrt_d", "row_lengths", "the variance of ‖ω‖² is "),
-    ("ex04_qr_without_sign_fix", "isotropic", "multiplied by the sign of R[j, j]"),
-    ("ex04_global_rng", "uses_generator", "the call advanced torch's global random generator"),
-    ("ex04_own_fixed_seed", "uses_generator", "generators seeded 45 and 46 gave the same matrix"),
-    ("ex04_partial_block_dropped", "shape_and_dtype", "output has shape [8, 4], expected [10, 4] = [m, d]"),
-    ("ex04_float32", "shape_and_dtype", "expected torch.float64 (projections are float64)"),
-    ("ex07_halves_pairing", "values", "pairing neighbouring dims (0, 1), (2, 3)"),
-    ("ex07_ignores_positions", "uses_positions", "this is the rotation at positions 0 .. n−1: use positions[t]"),
-    ("ex07_rotates_backwards", "uses_positions", "the answer is wrong whatever the positions"),
-    ("ex07_sin_laid_out_as_halves", "norm_preserved", "the same angle for its cos and its sin"),
-    ("ex07_sin_laid_out_as_halves", "relative_position", "when both positions moved by 1000"),
-    ("ex07_pairs_from_axis_1", "batch_dims", "the batch dims are mishandled: take the pairs from the last axis"),
-    ("ex07_float64_cos_sin", "shape_and_dtype", "output has dtype torch.float64, expected torch.float32"),
-    ("ex05_sums_all_keys", "no_future_leakage", "output at position 0 changed when only the tokens after position 3"),
-    ("ex05_exclusive_prefix", "first_position", "(first at index (0, 0)); query i reads the ledger AFTER key i"),
-    ("ex05_exclusive_prefix_eps", "first_position", "output at position 0 is [0.0, 0.0, 0.0], expected v_0 = ["),
-    ("ex05_no_normaliser", "constant_values", "each query's weights must sum to 1"),
-    ("ex05_quadratic", "long_sequence", "can't allocate memory"),
-    ("ex05_float64_ledger", "shape_and_dtype", "output has dtype torch.float64, expected torch.float32"),
-    ("ex06_ledger_includes_own_chunk", "no_future_leakage", "the future leaks into the past"),
-    ("ex06_strict_mask", "chunk_size_one", "NaN/inf entries of 27 (first at index (0, 0)); chunk_size=1 is the"),
-    ("ex06_last_partial_chunk_dropped", "shape_and_dtype", "output has shape [20, 3], expected [23, 3] = [..., n, dv]"),
-    ("ex06_ignores_chunk_size", "long_sequence", "can't allocate memory"),
-    ("ex06_transpose_with_T", "batch_dims", "the batch dims are mishandled: transpose with .transpose(-2, -1)"),
-    ("ex06_float32_ledger", "shape_and_dtype", "your ledger is float32 while the inputs are float64"),
-    ("ex06_float32_ledger", "values", "double != float; your ledger is float32 while the inputs are float64"),
-    ("ex06_float32_ledger", "batch_dims", "your ledger is float32 while the inputs are float64"),
-    ("ex06_float32_ledger_cast_on_read", "values", "float32 rounding, not a wrong formula: your ledger is float32"),
-    ("ex02_normaliser_not_unsqueezed", "shape_and_dtype", "give the normaliser a trailing axis, [..., n, 1]"),
-    ("ex02_normaliser_not_unsqueezed", "constant_values", "give the normaliser a trailing axis, [..., n, 1]"),
-    ("ex09_rmse_not_bias", "bias_shrinks_like_1_over_m", "expected an exponent in [-1.5, -0.7] (1/m)"),
-    ("ex09_rmse_not_bias", "bias_matches", "your bias is never negative"),
-    ("ex09_rmse_not_bias", "bias_matches", "the bias (mean output − softmax output) at entry ("),
-    ("ex09_sign_flipped", "bias_matches", "the sign is flipped"),
-    ("ex09_kernel_estimate_only", "constant_values", "compare the NORMALISED output"),
-    ("ex09_kernel_estimate_only", "noise_matches", "the noise (sample std of one redraw's output) at entry ("),
-    ("ex09_population_std", "noise_matches", "that divides by R (population)"),
-    ("ex09_population_std", "noise_matches", "with R = 3 redraws, Σ noise² over the entries averages"),
-    ("ex09_error_bar_as_noise", "noise_matches", "that is std/√R, the error bar of the mean"),
-    ("ex09_same_features_every_redraw", "noise_matches", "the noise is 0: every redraw used the same features"),
-    ("ex09_same_features_every_redraw", "bias_matches", "every redraw gave the same output"),
-    ("ex09_global_rng", "shape_and_dtype", "two calls with the same inputs gave different outputs"),
-    ("ex09_same_features_every_redraw", "noise_shrinks_like_1_over_sqrt_m", "is 0, 0, 0, 0: it must be > 0"),
-    ("ex09_global_rng", "uses_generator", "the call advanced torch's global random generator"),
-    ("ex09_summarised_over_entries", "shape_and_dtype", "output has shape [], expected [5, 3] = [..., n, dv]"),
-    ("ex10_counts_flops", "softmax_count", "FLOPs (2 per multiply-add); the course counts multiply-adds"),
-    ("ex10_softmax_scores_only", "softmax_count", "the weighted sum of the values adds N·N·dv"),
-    ("ex10_softmax_2n2d", "softmax_count", "2N²d holds only when dv = d"),
-    ("ex10_linear_one_product", "linear_count", "one product is missing"),
-    ("ex10_no_feature_cost", "favor_projections", "the feature map is free here"),
-    ("ex10_one_projection", "favor_projections", "only one projection counted"),
-    ("ex10_one_chunk_block", "causal_chunks", "one C×C block counted"),
-    ("ex10_no_chunk_blocks", "causal_chunks", "the C×C blocks inside the chunks are missing"),
-    ("ex10_crossover_floor", "crossover_rounds_up", "round the quotient UP (math.ceil)"),
-    ("ex10_crossover_round", "crossover_general", "returned 51, but at N = 51 your counts give linear 417,792 > softmax"),
-    ("ex10_causal_vs_full_softmax", "crossover_general", "causal softmax, which computes only the unmasked half"),
-    ("ex10_crossover_float", "elu_crossover_is_d", "returned 16.0 (float); return an int"),
-    ("ex11_reads_before_writing", "writes_before_reading", "write token t into the ledger before reading it"),
-    ("ex11_error_sign_flipped", "exact_read_back", "(v − Sᵀk̂, not Sᵀk̂ − v)"),
-    ("ex11_unnormalised_keys", "key_length_does_not_matter", "scaling q and k by 10 changed the output"),
-    ("ex11_reads_final_ledger", "no_future_leakage", "the future leaks into the past"),
-    ("ex11_ledger_transposed", "shape_and_dtype", "raised RuntimeError"),  # torch's own words follow
-    ("ex11_float32_ledger", "values", "your ledger is float32 while the inputs are float64"),
-    ("ex11_float32_ledger", "shape_and_dtype", "create S with q.new_zeros(d, dv)"),
-]
-
-
 @pytest.mark.parametrize(("mutant", "test", "says"), MISTAKE_FEEDBACK, ids=[f"{m}-{t}" for m, t, _ in MISTAKE_FEEDBACK])
 def test_feedback_names_the_mistake(mutant, test, says, mutant_results):
     assert says in feedback(mutant_results[mutant])[test]
-
-
-EXACTLY_FAILS = [  # mistakes that must cost these tests' points and no others
-    ("ex04_float32", {"shape_and_dtype"}),  # a float32 panel is otherwise perfect: only the dtype test costs
-    ("ex06_float32_ledger", {t.name for t in load_exercise("ex06_chunked_causal").tests} - {"long_sequence"}),
-]
 
 
 @pytest.mark.parametrize(("mutant", "tests"), EXACTLY_FAILS, ids=[m for m, _ in EXACTLY_FAILS])
@@ -283,24 +198,13 @@ def test_zeros_a_copied_input_or_random_numbers_score_nothing(exercise_id, fn, t
     assert trivial_results[fn.__name__].score == 0, feedback(trivial_results[fn.__name__])
 
 
-TRIVIAL_FEEDBACK = [
-    ("ex01_trivial_zeros", "shape_and_dtype", "the output stays the same when q changes"),
-    ("ex01_trivial_zeros", "no_future_leakage", "outputs 0..3 stay the same when q at positions 0..3 changes"),
-    ("ex01_trivial_copy", "shape_and_dtype", "the output stays the same when q changes"),
-    ("ex01_trivial_random", "shape_and_dtype", "two calls with the same inputs gave different outputs"),
-    ("ex07_trivial_copy", "relative_position", "the output stays the same when positions changes"),
-    ("ex09_trivial_random", "uses_generator", "the output stays the same when q changes"),
-    ("ex10_trivial_random", "elu_crossover_is_d", "the crossover is graded against your own counts"),
-]
-
-
 @pytest.mark.parametrize(("answer", "test", "says"), TRIVIAL_FEEDBACK, ids=[f"{a}-{t}" for a, t, _ in TRIVIAL_FEEDBACK])
 def test_feedback_says_why_a_trivial_answer_earns_nothing(answer, test, says, trivial_results):
     assert says in feedback(trivial_results[answer])[test]
 
 
 def test_every_exercise_with_inputs_has_its_trivial_answers():
-    assert set(TRIVIAL) == set(exercise_ids()) - {"ex08_interview_quiz"}  # ex08 takes no inputs: letters only
+    assert set(TRIVIAL) == set(EXERCISES), f"no TRIVIAL in tests/mutants/ for {sorted(set(EXERCISES) - set(TRIVIAL))}"
     assert all(len(fns) == 3 for fns in TRIVIAL.values())
 
 

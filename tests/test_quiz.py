@@ -24,13 +24,13 @@ from course_lib.quiz.key import KeyEntry, load_key
 from course_lib.quiz.session import NO_KEY
 from course_lib.quiz.widget import QuestionWidget
 from course_tools.grading import grade, load_exercise
+from course_tools.workshop.release import INCLUDED
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY_FILE = ROOT / "solutions" / "quiz_key.json"
 KEY = json.loads(KEY_FILE.read_text(encoding="utf-8"))
 ANSWERS = {qid: entry["answer"] for qid, entry in KEY.items()}
 EXERCISE = "ex08_interview_quiz"
-STUDENT_FOLDERS = ("exercises", "notebooks", "course_lib")
 
 
 def failed(result) -> set[str]:
@@ -161,9 +161,10 @@ def _strings(node) -> list[str]:
 
 
 def _student_texts() -> dict[str, str]:
+    """The text files of the student copy: the files and folders ``make release`` ships (``INCLUDED``)."""
     texts = {}
-    for folder in STUDENT_FOLDERS:
-        for path in sorted((ROOT / folder).rglob("*")):
+    for entry in INCLUDED:
+        for path in sorted((ROOT / entry).rglob("*")) if (ROOT / entry).is_dir() else [ROOT / entry]:
             if ".ipynb_checkpoints" in path.parts or "__pycache__" in path.parts or not path.is_file():
                 continue
             if path.suffix == ".ipynb":
@@ -176,7 +177,7 @@ def _student_texts() -> dict[str, str]:
 def test_student_files_include_the_quiz_files():
     texts = _student_texts()
     quiz_files = ["notebooks/10_interview_quiz.ipynb", "exercises/ex08_interview_quiz.ipynb"]
-    for name in [*quiz_files, "course_lib/quiz/key.py"]:
+    for name in [*quiz_files, "course_lib/quiz/key.py", "course_tools/grading/exercises/ex08_interview_quiz.py"]:
         assert name in texts, f"{name} is not scanned"
 
 
@@ -330,7 +331,7 @@ def test_grade_command_gives_the_solution_full_marks_and_the_stub_zero(tmp_path)
 
 
 def test_quiz_mutants_together_fail_every_grader_test():
-    """tests/grader_mutants.py: one wrong answer per question; each fails exactly its own question's test."""
+    """tests/mutants/ex08_interview_quiz.py: one wrong answer per question; each fails exactly its question's test."""
     from grader_mutants import MUTANTS
 
     caught = set()

@@ -1,9 +1,10 @@
 """``docs/instructor_guide.md``, written from the notebooks' lesson metadata, the schedules and the
 graders' known mistakes — never edited by hand (a test fails when the committed file is stale).
 
-The common mistakes of each exercise are the graders' mutants (``tests/grader_mutants.py``: the
-plausible wrong answers every grader test is proven against), each with its mistake in plain
-words and the tests it fails; the guide is therefore written from a repository checkout.
+The common mistakes of each exercise are the graders' mutants (``tests/mutants/<exercise>.py``, gathered
+by ``tests/grader_mutants.py``: the plausible wrong answers every grader test is proven against), each
+with its mistake in plain words and the tests it fails; the guide is therefore written from a repository
+checkout.
 The article's interview questions come from ``course_lib.quiz`` (Q1–Q10) and from notebook 10's
 "Three questions to dig deeper" (F1–F3).
 """
@@ -23,7 +24,7 @@ FOLLOW_UP = re.compile(r"^\d\.\s+\*\*(.+?)\*\*", re.M)
 
 
 def load_mutants(root: Path) -> dict:
-    """``MUTANTS`` of ``root/tests/grader_mutants.py`` (exercise id -> list of Mutant)."""
+    """``MUTANTS`` of ``root/tests/grader_mutants.py`` (exercise id -> list of Mutant, from ``tests/mutants/``)."""
     path = root / "tests" / "grader_mutants.py"
     if not path.exists():
         raise ValueError(f"the guide is written from a repository checkout: {path} is missing")
