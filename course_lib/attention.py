@@ -7,33 +7,23 @@ Every function here is differentiable in q, k and v. float16/bfloat16 inputs are
 in float32 (``validation.working_dtype``) and returned in their own dtype.
 """
 
+from collections.abc import Callable
+
 import torch
 
 from course_lib import fast_forms
 from course_lib.feature_maps import FeatureMap, elu_plus_one, feature_pair
-from course_lib.linear_forms import FORMS, causal_mask
-from course_lib.validation import (
-    Suspects,
-    broadcast_qkv,
-    check_chunk_size,
-    check_decay,
-    check_eps,
-    check_qk,
-    check_qkv,
-    check_result,
-    check_scale,
-    normalise,
-    working_dtype,
-)
+from course_lib.linear_forms import FORMS, causal_mask, divide
+from course_lib.validation import Inputs, check_inputs, check_number
 
 METHODS = ("auto", "parallel", "recurrent", "chunked")
 
 
 def softmax_weights(q: torch.Tensor, k: torch.Tensor, *, causal: bool = False, scale: float | None = None) -> torch.Tensor:
     """A = softmax(q kᵀ · scale) over keys, [..., n, m]; scale defaults to 1/√d (notebook 01)."""
-    check_qk(q, k, causal=causal)
-    weights, suspects = _softmax(q, k, causal, check_scale(scale))
-    return check_result(weights, None, 0.0, suspects).to(q.dtype)
+    inputs = check_inputs(q, k, causal=causal)
+    weights, scores = _softmax(inputs, causal, check_number("scale", scale, optional=True))
+    return inputs.finish(weights, more=scores)
 
 
 def softmax_attention(
@@ -44,35 +34,33 @@ def softmax_attention(
     Builds the full n×m weight matrix; ``causal`` masks keys j > i (needs n = m). Scores
     that overflow the dtype (|q·k|·scale beyond its range) are refused, not turned into NaN.
     """
-    check_qkv(q, k, v, causal=causal)
-    weights, suspects = _softmax(q, k, causal, check_scale(scale), v)
-    return check_result(weights @ v.to(weights.dtype), None, 0.0, suspects).to(v.dtype)
+    inputs = check_inputs(q, k, v, causal=causal)
+    weights, scores = _softmax(inputs, causal, check_number("scale", scale, optional=True))
+    return inputs.finish(weights @ inputs.v.to(weights.dtype), more=scores)
 
 
-def _softmax(q, k, causal: bool, scale: float | None, v: torch.Tensor | None = None) -> tuple[torch.Tensor, Suspects]:
-    """(softmax weights [..., n, m] in the working dtype, unchecked; what to blame if they are bad).
+def _softmax(inputs: Inputs, causal: bool, scale: float | None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """(softmax weights [..., n, m] in the working dtype, unchecked; the scores, named, to blame if they are bad).
 
-    Suspects: q, k (and v), then the scores: a finite q·k can still overflow (1e20² in float32).
+    A finite q·k can still overflow (1e20² in float32).
     """
-    work = working_dtype(q.dtype)
-    q, k = q.to(work), k.to(work)
+    q, k = inputs.q, inputs.k
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale  # [..., n, m]
     if causal:
         scores = scores.masked_fill(~causal_mask(q.shape[-2], q.device), float("-inf"))
-    named = {"q": q, "k": k} | ({} if v is None else {"v": v})
     visible = scores.masked_fill(scores == float("-inf"), 0.0) if causal else scores  # the mask is no overflow
-    named["the scores q·kᵀ·scale (the inputs overflow the dtype: rescale them)"] = visible
-    return torch.softmax(scores, dim=-1), Suspects(named)
+    blame = {"the scores q·kᵀ·scale (the inputs overflow the dtype: rescale them)": visible}
+    return torch.softmax(scores, dim=-1), blame
 
 
 def kernel_weights(
     q: torch.Tensor, k: torch.Tensor, feature_map: FeatureMap = elu_plus_one, *, causal: bool = False, eps: float = 0.0
 ) -> torch.Tensor:
     """A_ij = φ(q_i)ᵀφ(k_j) / (Σ_j' φ(q_i)ᵀφ(k_j') + eps), masked to j ≤ i if causal, [..., n, m]."""
-    check_qk(q, k, causal=causal)
-    scores, suspects = _kernel_scores(q, k, feature_map, causal)
-    return normalise(scores, scores.sum(-1), check_eps(eps, q.dtype), suspects).to(q.dtype)
+    inputs = check_inputs(q, k, causal=causal, eps=eps)
+    scores, features = _kernel_scores(inputs, feature_map, causal)
+    return inputs.normalise(scores, scores.sum(-1), features=features)
 
 
 def kernel_attention(
@@ -89,22 +77,18 @@ def kernel_attention(
     Builds the n×m kernel matrix, so it costs O(n·m·f) time and O(n·m) memory. This,
     not softmax, is what every linear form must reproduce exactly (notebook 02).
     """
-    check_qkv(q, k, v, causal=causal)
-    eps = check_eps(eps, q.dtype)
-    scores, suspects = _kernel_scores(q, k, feature_map, causal, v)
-    return normalise(scores @ v.to(scores.dtype), scores.sum(-1), eps, suspects).to(v.dtype)
+    inputs = check_inputs(q, k, v, causal=causal, eps=eps)
+    scores, features = _kernel_scores(inputs, feature_map, causal)
+    return inputs.normalise(scores @ inputs.v.to(scores.dtype), scores.sum(-1), features=features)
 
 
-def _kernel_scores(q, k, feature_map, causal: bool, v: torch.Tensor | None = None) -> tuple[torch.Tensor, Suspects]:
-    """(φ(Q)φ(K)ᵀ [..., n, m], masked to j ≤ i if causal, in the working dtype; what to blame if bad)."""
-    work = working_dtype(q.dtype)
-    q, k = q.to(work), k.to(work)
-    phi_q, phi_k = feature_pair(feature_map, q, k)  # [..., n, f], [..., m, f]
+def _kernel_scores(inputs: Inputs, feature_map, causal: bool) -> tuple[torch.Tensor, Callable]:
+    """(φ(Q)φ(K)ᵀ [..., n, m], masked to j ≤ i if causal, in the working dtype; the features, to blame)."""
+    phi_q, phi_k = feature_pair(feature_map, inputs.q, inputs.k)  # [..., n, f], [..., m, f]
     scores = phi_q @ phi_k.transpose(-2, -1)  # [..., n, m]
     if causal:
-        scores = scores.masked_fill(~causal_mask(q.shape[-2], q.device), 0.0)
-    named = {"q": q, "k": k} | ({} if v is None else {"v": v})
-    return scores, Suspects(named, features=lambda: (phi_q, phi_k))
+        scores = scores.masked_fill(~causal_mask(inputs.q.shape[-2], inputs.q.device), 0.0)
+    return scores, lambda: (phi_q, phi_k)
 
 
 def linear_attention(
@@ -135,48 +119,37 @@ def linear_attention(
     key j by γ^{i−j} (retention, notebook 07; needs causal=True); the oracle is
     ``retention.retention_kernel_attention``. Differentiable in q, k, v (and a tensor γ).
     """
-    check_qkv(q, k, v, causal=causal)
-    eps = check_eps(eps, q.dtype)
-    chunk_size = check_method(method, chunk_size)
-    dtype = q.dtype
-    q, k, v = (x.to(working_dtype(dtype)) for x in broadcast_qkv(q, k, v))
-    log_gamma, decay_ok = None, None
-    if decay is not None:
-        if not causal:
-            raise ValueError(f"decay weights the past by γ^(i-j): it needs causal=True, got causal={causal}")
-        log_gamma, decay_ok = check_decay(decay, q.shape[:-2], q)
-    named, features = {"q": q, "k": k, "v": v}, lambda: feature_pair(feature_map, q, k)
-    if method == "auto" and causal:
-        out, normaliser, _, total = fast_forms.causal_attention(
-            q, k, v, feature_map, chunk_size=chunk_size, eps=eps, log_gamma=log_gamma)
-        return check_result(out, normaliser, eps, Suspects(named, features, decay_ok, decay, total)).to(dtype)
-    suspects = Suspects(named, features, decay_ok, decay)
-    phi_q, phi_k = feature_pair(feature_map, q, k)  # [..., n, f], [..., m, f]
-    numerator, denominator = linear_sums(phi_q, phi_k, v, causal=causal, method=method, chunk_size=chunk_size,
-                                         log_gamma=log_gamma)
-    return normalise(numerator, denominator, eps, suspects).to(dtype)
-
-
-def check_method(method: str, chunk_size: int | None) -> int | None:
-    """``method`` is one of ``METHODS`` and ``chunk_size`` a positive int or None; returns chunk_size."""
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    return check_chunk_size(chunk_size)
+    inputs = check_inputs(q, k, v, causal=causal, eps=eps, method=method, methods=METHODS, chunk_size=chunk_size,
+                          decay=decay)
+    sums = linear_sums(inputs.q, inputs.k, inputs.v, feature_map, causal=causal, method=method,
+                       chunk_size=inputs.chunk_size, eps=inputs.eps, log_gamma=inputs.log_gamma)
+    features = lambda: feature_pair(feature_map, inputs.q, inputs.k)  # noqa: E731 - recomputed on failure only
+    return inputs.finish(sums.out, sums.normaliser, features=features, checksum=sums.checksum)
 
 
 def linear_sums(
-    phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, *, causal: bool, method: str,
-    chunk_size: int | None, log_gamma: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(numerator [..., n, dv], denominator [..., n]) of features φq, φk and values v by ``method``.
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map: FeatureMap | None = None, *, causal: bool,
+    method: str, chunk_size: int | None = None, eps: float | None = fast_forms.NO_EPS,
+    log_gamma: torch.Tensor | None = None,
+) -> fast_forms.Sums:
+    """Linear attention's sums by ``method``, for inputs already checked: the one dispatcher.
 
-    The one dispatcher: "auto" is ``fast_forms`` (the chunk loop when causal), the others the
-    readable ``linear_forms``. The positional forms call it with their own features.
+    q [..., n, d], k [..., m, d], v [..., m, dv] share their batch dims; ``feature_map`` None means
+    q and k are features already (the positional forms pass their own). "auto" is the engine,
+    ``fast_forms``: the chunk loop when causal (it computes the features a block at a time and
+    divides as it goes), one pass when not; the other methods are the readable ``linear_forms``.
+    Returns ``fast_forms.Sums``: out [..., n, dv] and normaliser [..., n], or with eps = NO_EPS
+    the raw numerator and denominator.
     """
-    C = chunk_size or fast_forms.auto_chunk_size(phi_k.shape[-2], phi_k.shape[-1], v.shape[-1])
     if method == "auto" and causal:
-        return fast_forms.causal_attention(phi_q, phi_k, v, chunk_size=C, eps=fast_forms.NO_EPS, log_gamma=log_gamma)[:2]
+        return fast_forms.causal_attention(q, k, v, feature_map, chunk_size=chunk_size, eps=eps, log_gamma=log_gamma)
+    phi_q, phi_k = (q, k) if feature_map is None else feature_pair(feature_map, q, k)  # [..., n, f], [..., m, f]
     if method == "auto":
-        return fast_forms.fast_noncausal(phi_q, phi_k, v)
-    options = {"chunk_size": C} if method == "chunked" else {}
-    return FORMS[method](phi_q, phi_k, v, causal=causal, log_gamma=log_gamma, **options)[:2]
+        numerator, denominator = fast_forms.fast_noncausal(phi_q, phi_k, v)
+    else:
+        C = chunk_size or fast_forms.auto_chunk_size(phi_k.shape[-2], phi_k.shape[-1], v.shape[-1])
+        options = {"chunk_size": C} if method == "chunked" else {}
+        numerator, denominator, _ = FORMS[method](phi_q, phi_k, v, causal=causal, log_gamma=log_gamma, **options)
+    if eps is fast_forms.NO_EPS:
+        return fast_forms.Sums(numerator, denominator, None, None)
+    return fast_forms.Sums(*divide(numerator, denominator, eps), None, None)

@@ -10,13 +10,7 @@ import math
 
 import torch
 
-from course_lib.validation import require_tensor
-
-
-def _sizes(**sizes: int) -> None:
-    for name, size in sizes.items():
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"{name} must be a positive int, got {size!r}")
+from course_lib.validation import check_ints, require_tensor
 
 
 def store(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -52,7 +46,7 @@ def recall_error(keys: torch.Tensor, values: torch.Tensor, *, scale: float = 1.0
 
 def random_unit_keys(n: int, f: int, *, generator: torch.Generator | None = None) -> torch.Tensor:
     """n keys drawn uniformly on the unit sphere of R^f, [n, f] float64 on the CPU."""
-    _sizes(n=n, f=f)
+    check_ints(n=n, f=f)
     keys = torch.randn(n, f, generator=generator, dtype=torch.float64)
     return keys / keys.norm(dim=-1, keepdim=True)
 
@@ -64,7 +58,7 @@ def orthonormal_keys(n: int, f: int, *, generator: torch.Generator | None = None
     frame, the first f columns of a random n × n orthogonal matrix (KᵀK = I_f, so K Kᵀ is the
     orthogonal projection onto an f-dim subspace of R^n; rows are not of unit length).
     """
-    _sizes(n=n, f=f)
+    check_ints(n=n, f=f)
     basis, triangle = torch.linalg.qr(torch.randn(max(n, f), max(n, f), generator=generator, dtype=torch.float64))
     basis = basis * torch.sign(torch.diagonal(triangle)).unsqueeze(-2)
     return basis[:n, :f] if n <= f else basis[:, :f]
@@ -77,7 +71,7 @@ def random_keys_error(n: int, f: int) -> float:
     E[(k_iᵀk_j)²] = 1/f, so with values independent of the keys the squared error averages
     (n − 1)/f times the squared size of a value.
     """
-    _sizes(n=n, f=f)
+    check_ints(n=n, f=f)
     return math.sqrt((n - 1) / f)
 
 
@@ -88,5 +82,5 @@ def state_error_bound(n: int, f: int) -> float:
     targets V = I_n, ‖M − I‖²_F ≥ n − f (on the ≥ n − f dimensional null space of M, M − I = −I),
     and an orthogonal projection of rank f reaches it.
     """
-    _sizes(n=n, f=f)
+    check_ints(n=n, f=f)
     return math.sqrt(max(n - f, 0) / n)

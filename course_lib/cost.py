@@ -28,13 +28,7 @@ Used by the benchmark (``bench.kernels``, ``bench.decode``), the explorer (``viz
 notebooks 01, 02, 04, 05, 05b, 08, 09 and 11.
 """
 
-import numpy as np
-
-
-def _require_ints(low: int, **sizes: int) -> None:
-    for name, size in sizes.items():
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {size!r}")
+from course_lib.validation import check_flag, check_ints
 
 
 def macs_softmax(n: int, m: int, d: int, dv: int, *, causal: bool = False) -> int:
@@ -44,9 +38,8 @@ def macs_softmax(n: int, m: int, d: int, dv: int, *, causal: bool = False) -> in
     ``causal=True``: half of it, ⌊n·m·(d + dv)/2⌋, the pairs a causal kernel need not compute
     (the diagonal's n·(d + dv) is lower order, not counted); compare causal forms with this.
     """
-    _require_ints(1, n=n, m=m, d=d, dv=dv)
-    if not isinstance(causal, bool):
-        raise ValueError(f"causal must be a bool (count only the unmasked half?), got {causal!r}")
+    check_ints(n=n, m=m, d=d, dv=dv)
+    check_flag("causal", causal, meaning="count only the unmasked half?")
     full = n * m * d + n * m * dv
     return full // 2 if causal else full
 
@@ -57,7 +50,7 @@ def macs_linear(n: int, m: int, f: int, dv: int) -> int:
     Self-attention with f = dv = d: the article's 2Nd² (notebook 02). Causal or not, the
     recurrent ledger does the same: one rank-1 update and one read per token.
     """
-    _require_ints(1, n=n, m=m, f=f, dv=dv)
+    check_ints(n=n, m=m, f=f, dv=dv)
     return (n + m) * f * dv
 
 
@@ -68,7 +61,7 @@ def macs_causal_chunked(n: int, f: int, dv: int, chunk: int) -> int:
     Q_c K_cᵀ (c·c·f) and its masked product with V_c (c·c·dv), and c·f·dv each to read and to
     update the ledger; with C dividing N that is 2N·f·dv + N·C·(f + dv) (notebooks 05 and 08).
     """
-    _require_ints(1, n=n, f=f, dv=dv, chunk=chunk)
+    check_ints(n=n, f=f, dv=dv, chunk=chunk)
     full, rest = divmod(n, chunk)
     block_rows_squared = full * chunk * chunk + rest * rest
     return macs_linear(n, n, f, dv) + block_rows_squared * (f + dv)
@@ -81,26 +74,25 @@ def feature_map_macs(n: int, d: int, f: int, *, projection: bool) -> int:
     for the keys, 2·n·f·d; the exp and the norm factor are elementwise (not counted).
     projection=False (elu+1): elementwise, 0 MACs.
     """
-    if not isinstance(projection, bool):
-        raise ValueError(f"projection must be a bool (does φ multiply by ω?), got {projection!r}")
-    _require_ints(1, n=n, d=d, f=f)
+    check_flag("projection", projection, meaning="does φ multiply by ω?")
+    check_ints(n=n, d=d, f=f)
     return 2 * n * f * d if projection else 0
 
 
 def ledger_bytes(heads: int, f: int, dv: int, itemsize: int) -> int:
     """heads·(f·dv + f)·itemsize: S [f, dv] and z [f] of ``heads`` ledgers (batch × heads), any stream length."""
-    _require_ints(1, heads=heads, f=f, dv=dv, itemsize=itemsize)
+    check_ints(heads=heads, f=f, dv=dv, itemsize=itemsize)
     return heads * (f * dv + f) * itemsize
 
 
 def kv_cache_bytes(heads: int, tokens: int, d: int, dv: int, itemsize: int) -> int:
     """heads·tokens·(d + dv)·itemsize: one key row [d] and one value row [dv] per cached token and head."""
-    _require_ints(0, tokens=tokens)
-    _require_ints(1, heads=heads, d=d, dv=dv, itemsize=itemsize)
+    check_ints(tokens=tokens, at_least=0)
+    check_ints(heads=heads, d=d, dv=dv, itemsize=itemsize)
     return heads * tokens * (d + dv) * itemsize
 
 
 def weights_bytes(heads: int, n: int, m: int, itemsize: int) -> int:
     """heads·n·m·itemsize: one n×m score (or weight) matrix per head, what softmax attention holds."""
-    _require_ints(1, heads=heads, n=n, m=m, itemsize=itemsize)
+    check_ints(heads=heads, n=n, m=m, itemsize=itemsize)
     return heads * n * m * itemsize

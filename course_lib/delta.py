@@ -24,18 +24,17 @@ so every I − β k kᵀ has norm ≤ 1 and the ledger cannot blow up.
 Both are differentiable (out-of-place torch ops; ``solve_triangular`` has a backward).
 """
 
-import math
-
 import torch
 import torch.nn.functional as F
 
 from course_lib.validation import (
+    Suspects,
     broadcast_batch,
-    check_chunk_size,
-    check_qkv,
-    require_finite,
+    check_choice,
+    check_inputs,
+    check_int,
+    check_result,
     require_tensor,
-    working_dtype,
 )
 
 METHODS = ("chunked", "recurrent")
@@ -116,7 +115,8 @@ class DeltaRuleState:
     """
 
     def __init__(self, *, method: str = "chunked", chunk_size: int | None = None):
-        self.method, self.chunk_size = _check_method(method), check_chunk_size(chunk_size)
+        self.method = check_choice("method", method, METHODS)
+        self.chunk_size = check_int("chunk_size", chunk_size, optional=True)
         self.reset()
 
     def reset(self) -> None:
@@ -148,12 +148,6 @@ class DeltaRuleState:
         return self.extend(q_t.unsqueeze(-2), k_t.unsqueeze(-2), v_t.unsqueeze(-2), beta_t.unsqueeze(-1)).squeeze(-2)
 
 
-def _check_method(method: object) -> str:
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    return method
-
-
 def _check_beta(beta: object, q: torch.Tensor) -> torch.Tensor:
     """beta [..., n] with q's dtype and device (its leading dims are checked with q's, k's and v's in ``_run``)."""
     require_tensor("beta", beta, min_dims=1)
@@ -166,41 +160,22 @@ def _check_beta(beta: object, q: torch.Tensor) -> torch.Tensor:
 
 
 def _run(q, k, v, beta, method, chunk_size, state):
-    """Check, normalise, run one form, check the result with one host sync: (out, S after)."""
-    check_qkv(q, k, v, causal=True)
+    """Check, normalise, run one form, check the result with one host sync (``validation.check_result``):
+    (out, S after). A NaN or ±∞ anywhere in q, k or v reaches the output (normalising ±∞ gives NaN,
+    and every later output reads the ledger); β is a gate, checked for (0, 1] in the same sync."""
+    inputs = check_inputs(q, k, v, causal=True, method=method, methods=METHODS, chunk_size=chunk_size)
     beta = _check_beta(beta, q)
-    method, chunk_size = _check_method(method), check_chunk_size(chunk_size)
     if state is not None and state.shape[-2:] != (q.shape[-1], v.shape[-1]):
         raise ValueError(f"q, k with dk={q.shape[-1]} and v with dv={v.shape[-1]} do not match the ledger built "
                          f"so far, [dk, dv] = {list(state.shape[-2:])}; call reset() for a new stream")
-    dtype = working_dtype(q.dtype)
-    q_n, k_n = (F.normalize(x.to(dtype), dim=-1) for x in (q, k))  # ‖q‖ = ‖k‖ = 1 (0 stays 0)
+    q_n, k_n = (F.normalize(x, dim=-1) for x in (inputs.q, inputs.k))  # ‖q‖ = ‖k‖ = 1 (0 stays 0)
     batch = broadcast_batch(q=q, k=k, v=v, beta=beta[..., None])  # beta [..., n] read as [..., n, 1]
-    q_n, k_n, v_w = (x.expand(*batch, *x.shape[-2:]) for x in (q_n, k_n, v.to(dtype)))
-    beta_w = beta.to(dtype).expand(*batch, beta.shape[-1])
+    q_n, k_n, v_w = (x.expand(*batch, *x.shape[-2:]) for x in (q_n, k_n, inputs.v))
+    beta_w = beta.to(inputs.q.dtype).expand(*batch, beta.shape[-1])
     if method == "recurrent":
         out, S = delta_rule_recurrent(q_n, k_n, v_w, beta_w, state)
     else:
-        out, S = delta_rule_chunked(q_n, k_n, v_w, beta_w, state, chunk_size=chunk_size or DEFAULT_CHUNK)
-    _check_result(out, q, k, v, beta)
-    return out.to(v.dtype), S
-
-
-def _check_result(out: torch.Tensor, q, k, v, beta) -> None:
-    """One host sync: a NaN or ±∞ anywhere in q, k or v reaches the output (normalising ±∞ gives
-    NaN, and every later output reads the ledger); β is checked for (0, 1] in the same sync.
-    Only on failure are the inputs re-scanned, to name the culprit."""
-    if out.numel() == 0:
-        return
-    wide = torch.float64 if out.dtype == torch.float64 else torch.float32
-    in_range = ((beta > 0) & (beta <= 1)).all()
-    out_sum, beta_ok = torch.stack([out.sum(dtype=wide), in_range.to(wide)]).tolist()
-    if math.isfinite(out_sum) and beta_ok == 1:
-        return
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        require_finite(name, x)
-    if beta_ok != 1:
-        bad = int((~((beta > 0) & (beta <= 1))).sum())
-        raise ValueError(f"beta must lie in (0, 1] (a write strength), found {bad} values outside it")
-    if not torch.isfinite(out).all():
-        raise ValueError("delta-rule output is not finite: the ledger overflowed; rescale v")
+        out, S = delta_rule_chunked(q_n, k_n, v_w, beta_w, state, chunk_size=inputs.chunk_size or DEFAULT_CHUNK)
+    suspects = Suspects({"q": q, "k": k, "v": v}, gates={"beta": beta}, overflow="the ledger overflowed; rescale v")
+    check_result(out, None, 0.0, suspects)
+    return out.to(inputs.dtype), S

@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from course_lib.validation import require_one_query, require_tensor
+from course_lib.validation import check_int, check_number, require_one_query, require_tensor
 
 
 def _pair(x: torch.Tensor, y: torch.Tensor) -> int:
@@ -29,8 +29,7 @@ def _pair(x: torch.Tensor, y: torch.Tensor) -> int:
 
 
 def _count(m: int) -> None:
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        raise ValueError(f"m (the number of tasters) must be a positive int, got {m!r}")
+    check_int("m (the number of tasters)", m)
 
 
 def _squared_norms(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,8 +120,7 @@ def fixed_length_kernel(x: torch.Tensor, y: torch.Tensor, length: float) -> torc
     (plain QR) or √d estimate instead of SM(x, y) = e^{−c} e^{‖x+y‖²/2}. A bias, not a variance.
     """
     d = _pair(x, y)
-    if isinstance(length, bool) or not isinstance(length, (int, float)) or not 0 < length < math.inf:
-        raise ValueError(f"length must be a finite number > 0, got {length!r}")
+    check_number("length", length, above=0)
     s, c = _squared_norms(x, y)
     return torch.exp(-c) * _hypergeometric((), (d / 2,), length**2 * s / 4)
 

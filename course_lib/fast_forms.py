@@ -19,12 +19,13 @@
   Non-causal needs no loop: S = φ(K)ᵀV and z = Σ_j φ(k_j) once (``fast_noncausal``).
 """
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 
-from course_lib.feature_maps import bad_values_reach_the_sums, elu_plus_one, elu_plus_one_into, query_key_features
-from course_lib.linear_forms import chunked_form, decay_matrix
-from course_lib.validation import check_feature_shapes, checksum
+from course_lib.feature_maps import bad_values_reach_the_sums, check_feature_pair, into_buffers, query_key_features
+from course_lib.linear_forms import chunked_form, decay_matrix, divide
 
 NO_EPS = None  # ``causal_attention(eps=NO_EPS)`` returns the raw numerator and denominator
 
@@ -67,6 +68,18 @@ class PackedLedger:
     @property
     def nbytes(self) -> int:
         return self.packed.nbytes
+
+
+class Sums(NamedTuple):
+    """One pass of linear attention (``causal_attention``; ``attention.linear_sums``).
+
+    With eps = NO_EPS, ``out`` and ``normaliser`` are the raw numerator and denominator.
+    """
+
+    out: torch.Tensor  # [..., n, dv]: numerator / normaliser
+    normaliser: torch.Tensor  # [..., n]: denominator + eps
+    ledger: PackedLedger | None  # the engine's ledger after the last token (None from the readable forms)
+    checksum: torch.Tensor | None  # 0-dim, finite exactly when q and k are; None: the caller's Σq + Σk
 
 
 def summarise_keys(phi_k: torch.Tensor, v: torch.Tensor, *, block: int = 1024) -> torch.Tensor:
@@ -299,10 +312,11 @@ def causal_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map=None, *, chunk_size: int | None = None,
     eps: float | None = 0.0, log_gamma: torch.Tensor | None = None, ledger: PackedLedger | None = None,
     dtype: torch.dtype | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, PackedLedger, torch.Tensor]:
-    """Causal linear attention by the chunk loop: (out [..., n, dv], normaliser [..., n], ledger after,
-    a checksum that is finite exactly when q and k are, given a finite normaliser: Σq + Σk, or Σz for
-    elu + 1 (``_ReusedBlocks``); ``validation.Suspects.checksum``).
+) -> Sums:
+    """Causal linear attention by the chunk loop: ``Sums`` (out [..., n, dv], normaliser [..., n], the
+    ledger after, and a checksum that is finite exactly when q and k are, given a finite normaliser:
+    Σq + Σk, or Σz for a map whose bad values reach the sums; None when the loop ran under autograd,
+    leaving Σq + Σk to the caller, ``validation.Suspects``).
 
     q, k [..., n, d] and v [..., n, dv] share their leading dims. ``feature_map`` None means q
     and k are features already. out = numerator / normaliser with normaliser = denominator +
@@ -316,23 +330,21 @@ def causal_attention(
     B, dtype = batch.numel(), q.dtype if dtype is None else dtype
     q, k, v = (x.reshape(B, n, x.shape[-1]) for x in (q, k, v))
     v = v.to(dtype)
+    into, z_is_the_checksum = into_buffers(feature_map), bad_values_reach_the_sums(feature_map)
 
     def features(start: int, stop: int, reuse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         qc, kc = q[:, start:stop], k[:, start:stop]
-        if feature_map is elu_plus_one and reuse:
-            return reused.elu_plus_one("q", qc), reused.elu_plus_one("k", kc)
-        if reuse:
+        if reuse and not z_is_the_checksum:
             reused.total.add_(qc.sum(dtype=reused.total.dtype)).add_(kc.sum(dtype=reused.total.dtype))
+        if reuse and into is not None:
+            return reused.apply(into, "q", qc), reused.apply(into, "k", kc)
         if feature_map is not None:  # a block copied first runs the map ~1.5× faster than a strided view
             qc, kc = query_key_features(feature_map, qc.contiguous(), kc.contiguous())
         return qc.to(dtype), kc.to(dtype)
 
     first_q, first_k = features(0, 1)  # the map's output shape, and whether it carries a gradient
-    check_feature_shapes("q", first_q, 1)
-    check_feature_shapes("k", first_k, 1)
+    check_feature_pair(first_q, first_k, 1, 1)
     f = first_q.shape[-1]
-    if first_k.shape[-1] != f:
-        raise ValueError(f"feature_map gave q and k different feature counts: {f} and {first_k.shape[-1]}")
     if ledger is not None and ledger.packed.shape[-2] != f:
         raise ValueError(f"k's features f={f} do not match the ledger built so far, f={ledger.packed.shape[-2]}; "
                          "call reset() for a new stream")
@@ -340,39 +352,38 @@ def causal_attention(
     packed = v.new_zeros(B, f, dv + 1) if ledger is None else ledger.packed.reshape(B, f, dv + 1).to(dtype)
     log_gamma = None if log_gamma is None else log_gamma.reshape(B).to(dtype)
     tracked = (v, first_q, first_k, packed) + (() if log_gamma is None else (log_gamma,))
-    reused = _ReusedBlocks(q, dtype)
     if torch.is_grad_enabled() and any(x.requires_grad for x in tracked):
-        reused.total = checksum(q, k)
         out, normaliser, packed = _differentiable(features(0, n), v, packed, log_gamma, C, eps)
+        total = None
     else:
+        reused = _ReusedBlocks(q, dtype)
         packed = _pad_ledger(packed, augmented_width(dv))
         reuse = lambda start, stop: features(start, stop, reuse=True)  # noqa: E731
         out, normaliser = _forward_loop(reuse, v, packed, _decay_for(log_gamma, C), C, eps)
         packed = packed[..., : dv + 1].contiguous()
-        if bad_values_reach_the_sums(feature_map):  # then Σz is the checksum (``_ReusedBlocks``)
-            reused.total = packed[..., dv].sum(dtype=reused.total.dtype)
+        total = packed[..., dv].sum(dtype=reused.total.dtype) if z_is_the_checksum else reused.total
     after = PackedLedger(packed.reshape(*batch, f, dv + 1))
-    return out.reshape(*batch, n, dv), normaliser.reshape(*batch, n), after, reused.total
+    return Sums(out.reshape(*batch, n, dv), normaliser.reshape(*batch, n), after, total)
 
 
 class _ReusedBlocks:
-    """elu + 1 of blocks of rows into buffers reused from block to block (``elu_plus_one_into``):
+    """A map's φ of blocks of rows into buffers reused from block to block (``feature_maps.into_buffers``):
     at N = 8192 fresh 1 MB blocks spent as long in page faults as in arithmetic.
 
-    ``total`` is the caller's checksum. Other maps add Σq + Σk block by block (ReLU maps −∞ to
-    0, so a bad q or k need not reach the result). elu + 1 needs no pass of its own
-    (``feature_maps.bad_values_reach_the_sums``): ``causal_attention`` sets ``total`` to the
-    ledger's Σz after the loop, and the caller checks the normalisers anyway."""
+    ``total`` is the caller's checksum, Σq + Σk added block by block (ReLU maps −∞ to 0, so a bad
+    q or k need not reach the result), unless the map's bad values reach the sums (elu + 1,
+    ``feature_maps.bad_values_reach_the_sums``): then ``causal_attention`` takes the ledger's Σz
+    after the loop instead, no pass of its own, and the caller checks the normalisers anyway."""
 
     def __init__(self, like: torch.Tensor, dtype: torch.dtype):
         self.dtype, self.buffers = dtype, {}
         self.total = like.new_zeros((), dtype=torch.float64 if dtype == torch.float64 else torch.float32)
 
-    def elu_plus_one(self, role: str, x: torch.Tensor) -> torch.Tensor:
+    def apply(self, into, role: str, x: torch.Tensor) -> torch.Tensor:
         key = (role, x.shape)  # q and k each their own; a shorter last block too
         if key not in self.buffers:
             self.buffers[key] = tuple(torch.empty_like(x) for _ in range(2))
-        phi = elu_plus_one_into(x, *self.buffers[key])  # in the inputs' dtype
+        phi = into(x, *self.buffers[key])  # in the inputs' dtype
         return phi.to(self.dtype)  # then the ledger's
 
 
@@ -386,8 +397,8 @@ def _differentiable(phi, v, packed, log_gamma, C, eps):
         after = torch.cat([S, z.unsqueeze(-1)], dim=-1)
         if eps is NO_EPS:
             return numerator, denominator, after
-        normaliser = denominator + eps
-        return numerator / normaliser.unsqueeze(-1), normaliser.detach(), after
+        out, normaliser = divide(numerator, denominator, eps)
+        return out, normaliser.detach(), after
     out, normaliser, after = _ChunkLoop.apply(phi_q, phi_k, v, _pad_ledger(packed, augmented_width(dv)), log_gamma,
                                               C, eps)
     return out, normaliser, after[..., : dv + 1].contiguous()

@@ -24,7 +24,7 @@ import math
 
 import torch
 
-from course_lib.feature_maps import bad_values_reach_the_sums, elu_plus_one, elu_plus_one_into, query_key_features
+from course_lib.feature_maps import bad_values_reach_the_sums, into_buffers, query_key_features
 from course_lib.validation import Suspects, check_result, working_dtype
 
 
@@ -40,7 +40,8 @@ class TokenStep:
         B, d = ledger[..., 0, 0].numel(), q_t.shape[-1]
         self.feature_map, self.eps, self.shape = feature_map, eps, (B, f, width)
         self.tokens = q_t.new_empty(2, *batch, d, dtype=working_dtype(q_t.dtype))  # [q_t; k_t]
-        self.scratch = (torch.empty_like(self.tokens), torch.empty_like(self.tokens))  # φ and min(x, 0) (elu + 1)
+        self.into = into_buffers(feature_map)  # writes φ into the two buffers (elu + 1), or None
+        self.scratch = (torch.empty_like(self.tokens), torch.empty_like(self.tokens))  # φ and its scratch
         v_hat = ledger.new_ones(*batch, 1, width)  # [v_t | 1]: the ones column written once
         self.v_hat, self.v_slot = v_hat, v_hat[..., 0, :-1]  # v_t is copied into v_slot [*batch, dv]
         self.read = ledger.new_empty(B, 1, width)  # [φ(q)ᵀS | φ(q)ᵀz]
@@ -48,8 +49,8 @@ class TokenStep:
         self.gamma = None if log_gamma is None else log_gamma.exp().to(ledger.dtype)[..., None, None]
         self.one_sum_decides = bad_values_reach_the_sums(feature_map)  # see the module docstring
         self.same_dtype = self.tokens.dtype == ledger.dtype
-        phi = self.scratch[0]  # where elu + 1 writes φ: views of it serve every token
-        self.elu_views = (phi[0].view(B, 1, d), phi[1].unsqueeze(-1))
+        phi = self.scratch[0]  # where ``into`` writes φ: views of it serve every token
+        self.phi_views = (phi[0].view(B, 1, d), phi[1].unsqueeze(-1))
 
     def __call__(self, q_t: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, ledger: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -72,11 +73,11 @@ class TokenStep:
         return (out if out.dtype == v_t.dtype else out.to(v_t.dtype)), after
 
     def _features(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """φ(q_t) [B, 1, f] and φ(k_t) [*batch, f, 1] in the ledger's dtype; elu + 1 into the buffers."""
-        if self.feature_map is elu_plus_one:
-            phi = elu_plus_one_into(self.tokens, *self.scratch)
+        """φ(q_t) [B, 1, f] and φ(k_t) [*batch, f, 1] in the ledger's dtype; into the buffers where the map can."""
+        if self.into is not None:
+            phi = self.into(self.tokens, *self.scratch)
             if self.same_dtype:
-                return self.elu_views
+                return self.phi_views
         elif hasattr(self.feature_map, "for_queries"):  # its own query and key maps (``query_key_features``)
             phi = torch.stack(query_key_features(self.feature_map, self.tokens[0], self.tokens[1]))
         else:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from course_lib.validation import broadcast_batch, check_feature_shapes, require_tensor
+from course_lib.validation import check_int, require_tensor
 
 
 FeatureMap = Callable[[torch.Tensor], torch.Tensor]
@@ -67,6 +67,13 @@ def bad_values_reach_the_sums(feature_map) -> bool:
     return feature_map is elu_plus_one
 
 
+def into_buffers(feature_map) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None:
+    """The map's form that writes φ(x) into given buffers, ``f(x, out, scratch) -> out`` (not
+    differentiable), for the engine's reused blocks and the decode step; None for a map without one.
+    Only elu + 1 has one (``elu_plus_one_into``)."""
+    return elu_plus_one_into if feature_map is elu_plus_one else None
+
+
 def relu(x: torch.Tensor) -> torch.Tensor:
     """φ(x) = max(x, 0): non-negative, but a query or key with no positive entry has φ = 0."""
     return torch.relu(x)
@@ -86,8 +93,7 @@ def taylor_features(x: torch.Tensor, order: int) -> torch.Tensor:
     order, and the series is inaccurate for large |qᵀk|. Differentiable.
     """
     require_tensor("x", x, min_dims=1)
-    if isinstance(order, bool) or not isinstance(order, int) or order < 0:
-        raise ValueError(f"order must be an int >= 0, got {order!r}")
+    check_int("order", order, at_least=0)
     power = torch.ones_like(x[..., :1])  # x^{⊗0} = 1, [..., 1]
     blocks = [power]
     for p in range(1, order + 1):
@@ -110,16 +116,24 @@ def query_key_features(feature_map, q: torch.Tensor, k: torch.Tensor) -> tuple[t
 
 
 def feature_pair(feature_map, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(φ(q) [..., n, f], φ(k) [..., m, f]) over the common batch dims, shapes checked.
+    """(φ(q) [..., n, f], φ(k) [..., m, f]) of q, k with the same batch dims, shapes checked.
 
     Applies the map through ``query_key_features`` and refuses a map that returns no
-    features or different feature counts for q and k. Their values are examined only
-    when a result comes out bad (``validation.Suspects``).
+    features or different feature counts for q and k (``check_feature_pair``). Their values
+    are examined only when a result comes out bad (``validation.Suspects``).
     """
-    batch = broadcast_batch(q=q, k=k)
-    phi_q, phi_k = query_key_features(feature_map, q.expand(*batch, *q.shape[-2:]), k.expand(*batch, *k.shape[-2:]))
-    check_feature_shapes("q", phi_q, q.shape[-2])
-    check_feature_shapes("k", phi_k, k.shape[-2])
+    phi_q, phi_k = query_key_features(feature_map, q, k)
+    check_feature_pair(phi_q, phi_k, q.shape[-2], k.shape[-2])
+    return phi_q, phi_k
+
+
+def check_feature_pair(phi_q: object, phi_k: object, n: int, m: int) -> None:
+    """A map's output for n queries and m keys: tensors [..., n, f] and [..., m, f] with the same f ≥ 1."""
+    for name, phi, rows in (("q", phi_q, n), ("k", phi_k, m)):
+        if not isinstance(phi, torch.Tensor) or phi.dim() < 2 or phi.shape[-2] != rows:
+            shape = tuple(phi.shape) if isinstance(phi, torch.Tensor) else type(phi).__name__
+            raise ValueError(f"feature_map({name}) must return [..., {rows}, f], got {shape}")
+        if phi.shape[-1] == 0:
+            raise ValueError(f"feature_map({name}) returned zero features (f=0)")
     if phi_q.shape[-1] != phi_k.shape[-1]:
         raise ValueError(f"feature_map gave q and k different feature counts: {phi_q.shape[-1]} and {phi_k.shape[-1]}")
-    return phi_q, phi_k

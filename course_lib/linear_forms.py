@@ -10,8 +10,8 @@ with w_ij = 1 (non-causal), or w_ij = γ^{i−j} for j ≤ i and 0 otherwise (ca
 unless a decay is given as ``log_gamma`` = log γ [...], one per batch/head entry). The ledger
 is (S, z) = (Σ_j w φ(k_j)v_jᵀ, Σ_j w φ(k_j)) as seen after the last token, [..., f, dv] and
 [..., f]; a ``ledger`` passed in stands for the tokens before the sequence (position −1).
-``attention.linear_attention`` divides numerator by denominator. Derivations: notebook 02
-(parallel), 05 (recurrent, chunked), 07 (decay). These are the definitions the fast path
+``divide`` turns them into the output numerator / (denominator + eps). Derivations: notebook
+02 (parallel), 05 (recurrent, chunked), 07 (decay). These are the definitions the fast path
 (``fast_forms``) is tested against; this module imports nothing from it.
 """
 
@@ -157,3 +157,9 @@ def chunked_form(
 
 
 FORMS = {"parallel": parallel_form, "recurrent": recurrent_form, "chunked": chunked_form}
+
+
+def divide(numerator: torch.Tensor, denominator: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out = numerator / (denominator + eps) [..., n, dv], the normaliser denominator + eps [..., n])."""
+    normaliser = denominator + eps  # [..., n]
+    return numerator / normaliser.unsqueeze(-1), normaliser

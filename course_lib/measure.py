@@ -18,7 +18,7 @@ import torch
 from torch.utils import benchmark
 
 from course_lib.random_features import iid_gaussian, orthogonal_gaussian
-from course_lib.validation import require_one_query, require_tensor
+from course_lib.validation import check_choice, check_int, check_ints, check_number, require_one_query, require_tensor
 
 
 def time_call(fn: Callable[[], object], *, min_run_time: float = 0.2) -> float:
@@ -32,8 +32,7 @@ def time_call(fn: Callable[[], object], *, min_run_time: float = 0.2) -> float:
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable with no arguments, got {type(fn).__name__}")
-    if isinstance(min_run_time, bool) or not isinstance(min_run_time, (int, float)) or not 0 < min_run_time < math.inf:
-        raise ValueError(f"min_run_time must be a positive number of seconds, got {min_run_time!r}")
+    check_number("min_run_time", min_run_time, above=0, unit="seconds")
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     return float(timer.blocked_autorange(min_run_time=min_run_time).median)
 
@@ -82,10 +81,9 @@ def time_in_fresh_processes(
     for name, statement in statements.items():
         if not (isinstance(name, str) and isinstance(statement, str) and statement.strip()):
             raise ValueError(f"statements must map str names to expressions (str), got {name!r}: {statement!r}")
-    _positive_ints(processes=processes, repeats=repeats)
+    check_ints(processes=processes, repeats=repeats)
     for name, value in (("min_run_time", min_run_time), ("timeout", timeout)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        check_number(name, value, above=0, unit="seconds")
     job = json.dumps({"setup": setup, "statements": dict(statements), "repeats": repeats,
                       "min_run_time": min_run_time, "threads": torch.get_num_threads()})
     child = "from course_lib.measure import _time_statements_from_stdin; _time_statements_from_stdin()"
@@ -131,12 +129,6 @@ def fit_power_law(
     return float(exponent), float(math.exp(log_prefactor))
 
 
-def _positive_ints(**sizes: int) -> None:
-    for name, size in sizes.items():
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-            raise ValueError(f"{name} must be a positive int, got {size!r}")
-
-
 def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     """‖actual − expected‖ / ‖expected‖, Frobenius norms over all entries; same shapes, ‖expected‖ > 0."""
     for name, value in (("actual", actual), ("expected", expected)):
@@ -174,10 +166,7 @@ def within_error_bar(
     With the default 4, a correct estimator fails about once in 16,000 checks (CLT);
     a biased one fails once its bias exceeds 4 error bars.
     """
-    if isinstance(num_standard_errors, bool) or not isinstance(num_standard_errors, (int, float)) or not (
-        0 < num_standard_errors < math.inf
-    ):
-        raise ValueError(f"num_standard_errors must be a finite number > 0, got {num_standard_errors!r}")
+    check_number("num_standard_errors", num_standard_errors, above=0)
     if (torch.as_tensor(error_bar) < 0).any():
         raise ValueError("error_bar must be >= 0 everywhere (a standard error), got a negative entry")
     return (mean - truth).abs() <= num_standard_errors * error_bar
@@ -205,9 +194,7 @@ def pairs_with_angle(
     depend on a pair only through these three numbers (notebook 06, "Tools"). Not differentiable
     in the arguments (they are converted to float64 constants).
     """
-    _positive_ints(d=d)
-    if d < 2:
-        raise ValueError(f"d must be >= 2 to hold a pair at an angle, got {d}")
+    check_int("d", d, at_least=2, meaning="to hold a pair at an angle")
     columns = [torch.as_tensor(a, dtype=torch.float64).reshape(-1) for a in (norm_x, norm_y, angle)]
     norm_x, norm_y, angle = (c[:, None] for c in torch.broadcast_tensors(*columns))  # [P, 1] each
     if not (norm_x >= 0).all() or not (norm_y >= 0).all():
@@ -228,11 +215,9 @@ def taster_sets(
     (``iid_gaussian``). ``kind="orthogonal"``: each set is the first m ≤ d rows of its own
     orthogonal block (``orthogonal_gaussian``), so sets are independent of each other.
     """
-    _positive_ints(sets=sets, m=m, d=d)
-    if kind == "iid":
+    check_ints(sets=sets, m=m, d=d)
+    if check_choice("kind", kind, TASTER_KINDS) == "iid":
         return iid_gaussian(sets * m, d, generator=generator)
-    if kind != "orthogonal":
-        raise ValueError(f"kind must be one of {TASTER_KINDS}, got {kind!r}")
     if m > d:
         raise ValueError(f"orthogonal sets hold m <= d tasters (one block), got m={m} and d={d}")
     blocks = orthogonal_gaussian(sets * d, d, generator=generator).unflatten(0, (sets, d))
@@ -252,7 +237,7 @@ def kernel_estimates(
     for name, value in (("x", x), ("y", y)):
         require_tensor(name, value, min_dims=2)
     require_tensor("omega", omega, min_dims=2)
-    _positive_ints(redraws=redraws)
+    check_ints(redraws=redraws)
     if x.shape != y.shape or x.dim() != 2 or x.shape[-1] != omega.shape[-1]:
         shapes = f"{tuple(x.shape)}, {tuple(y.shape)} and omega {tuple(omega.shape)}"
         raise ValueError(f"x and y must both be [P, d] with omega [rows, d], got {shapes}")
@@ -280,7 +265,7 @@ def simulate_kernel_estimates(
     moved to x's device and dtype, and evaluated by ``kernel_estimates`` in chunks of about
     ``rows_per_chunk`` rows, so memory stays small. Notebook 06, sections 1–2.
     """
-    _positive_ints(m=m, redraws=redraws, rows_per_chunk=rows_per_chunk)
+    check_ints(m=m, redraws=redraws, rows_per_chunk=rows_per_chunk)
     sets_per_chunk = max(1, rows_per_chunk // m)
     chunks = []
     for start in range(0, redraws, sets_per_chunk):

@@ -32,6 +32,7 @@ from course_lib.attention import linear_attention, linear_sums, softmax_attentio
 from course_lib.delta import delta_rule_attention
 from course_lib.feature_maps import elu_plus_one, identity, relu
 from course_lib.random_features import PerformerFeatures
+from course_lib.validation import check_choice, check_int, check_ints
 
 MIXERS = ("softmax", "linear", "performer", "decay", "delta")
 FEATURE_MAPS = {"elu+1": elu_plus_one, "identity": identity, "relu": relu}  # for ``feature_map``
@@ -48,8 +49,7 @@ class Mixer(nn.Module):
     def __init__(self, d_model: int, n_heads: int, kind: str, *, conv_size: int = 4, seed: int = 0,
                  feature_map: str | None = None, eps: float = 0.0):
         super().__init__()
-        if kind not in MIXERS:
-            raise ValueError(f"mixer must be one of {MIXERS}, got {kind!r}")
+        check_choice("mixer", kind, MIXERS)
         if feature_map is not None and (kind != "linear" or feature_map not in FEATURE_MAPS):
             raise ValueError(f"feature_map must be None or, with mixer 'linear', one of {tuple(FEATURE_MAPS)}; "
                              f"got {feature_map!r} with mixer {kind!r}")
@@ -74,8 +74,8 @@ class Mixer(nn.Module):
             x = self.conv(x.transpose(1, 2))[..., :T].transpose(1, 2)  # causal: the first T outputs [B, T, D]
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # [B, H, T, dh]
         if self.phi is not None:  # the plain division, no refusal (module docstring)
-            numerator, denominator = linear_sums(self.phi(q), self.phi(k), v, causal=True, method="auto",
-                                                 chunk_size=None)  # [B, H, T, dh], [B, H, T]
+            numerator, denominator = linear_sums(self.phi(q), self.phi(k), v, causal=True,
+                                                 method="auto")[:2]  # the raw sums [B, H, T, dh], [B, H, T]
             normaliser = denominator + self.eps
             seen = normaliser.detach().abs()  # NaN only where an earlier layer already failed: skipped
             self.smallest_normaliser = seen.masked_fill(seen.isnan(), float("inf")).min()
@@ -115,12 +115,8 @@ class TinyLM(nn.Module):
                  mixer: str = "softmax", max_len: int = 256, conv_size: int = 4, seed: int = 0,
                  feature_map: str | None = None, eps: float = 0.0):
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("d_model", d_model), ("n_layers", n_layers),
-                            ("n_heads", n_heads), ("max_len", max_len)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if isinstance(conv_size, bool) or not isinstance(conv_size, int) or conv_size < 0:
-            raise ValueError(f"conv_size must be an int >= 0 (0: no convolution), got {conv_size!r}")
+        check_ints(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, n_heads=n_heads, max_len=max_len)
+        check_int("conv_size", conv_size, at_least=0, meaning="0: no convolution")
         self.max_len, self.mixer = max_len, mixer
         with torch.random.fork_rng(devices=[]):  # the weights are a function of the seed alone
             torch.manual_seed(seed)

@@ -25,27 +25,22 @@ import math
 
 import torch
 
-from course_lib.attention import check_method, linear_sums
+from course_lib.attention import METHODS, linear_sums
 from course_lib.feature_maps import FeatureMap, elu_plus_one, feature_pair, relu
 from course_lib.linear_forms import causal_mask
 from course_lib.validation import (
-    Suspects,
-    broadcast_qkv,
-    check_eps,
-    check_qk,
-    check_qkv,
-    check_result,
-    normalise,
+    Inputs,
+    check_choice,
+    check_inputs,
+    check_int,
+    check_number,
     require_finite,
     require_tensor,
-    working_dtype,
 )
 
 
 def _check_base(base: float) -> float:
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 0:
-        raise ValueError(f"base must be a finite number > 0, got {base!r}")
-    return float(base)
+    return check_number("base", base, above=0)
 
 
 def _rope_cos_sin(
@@ -104,8 +99,8 @@ def _rotate(x: torch.Tensor, base: float, positions: torch.Tensor | None = None)
 
 def rope_matrix(position: float, d: int, *, base: float = 10000.0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """R_p [d, d]: the block-diagonal rotation ``rope`` applies at position p (rope(x)_t = R_{p_t} x_t)."""
-    if isinstance(d, bool) or not isinstance(d, int) or d < 2 or d % 2:
-        raise ValueError(f"d must be an even int >= 2, got {d!r}")
+    if check_int("d", d, at_least=2) % 2:
+        raise ValueError(f"d must be even (R_p rotates pairs of dims), got d={d}")
     at = torch.tensor([position], dtype=torch.float64)  # [1]
     return rope(torch.eye(d, dtype=dtype)[:, None, :], base=base, positions=at).squeeze(1).T  # rows R e_c -> R
 
@@ -129,17 +124,18 @@ def rope_kernel_weights(
     entry can be negative: the rotation can turn φ(q_i), φ(k_j) ≥ 0 away from each
     other by more than 90°.
     """
-    check_qk(q, k, causal=causal)
-    eps = check_eps(eps, q.dtype)
-    dtype, (q, k) = q.dtype, (x.to(working_dtype(q.dtype)) for x in (q, k))
-    phi_q, phi_k, rot_q, rot_k = _rotated_features(feature_map, q, k, _check_base(base))
+    return _rope_weights(check_inputs(q, k, causal=causal, eps=eps), feature_map, causal, base)
+
+
+def _rope_weights(inputs: Inputs, feature_map: FeatureMap, causal: bool, base: float) -> torch.Tensor:
+    """``rope_kernel_weights`` of inputs already checked (in the inputs' dtype)."""
+    phi_q, phi_k, rot_q, rot_k = _rotated_features(feature_map, inputs.q, inputs.k, _check_base(base))
     scores = rot_q @ rot_k.transpose(-2, -1)  # [..., n, m], relative: φ(q_i)ᵀR_{j−i}φ(k_j)
     plain = phi_q @ phi_k.transpose(-2, -1)  # [..., n, m]
     if causal:
-        future = ~causal_mask(q.shape[-2], q.device)
+        future = ~causal_mask(inputs.q.shape[-2], inputs.q.device)
         scores, plain = scores.masked_fill(future, 0.0), plain.masked_fill(future, 0.0)
-    suspects = Suspects({"q": q, "k": k}, lambda: (phi_q, phi_k))
-    return normalise(scores, plain.sum(-1), eps, suspects).to(dtype)
+    return inputs.normalise(scores, plain.sum(-1), features=lambda: (phi_q, phi_k))
 
 
 def rope_kernel_attention(
@@ -150,10 +146,9 @@ def rope_kernel_attention(
 
     Builds the n×m matrix: O(n·m·f) time, O(n·m) memory.
     """
-    check_qkv(q, k, v, causal=causal)
-    weights = rope_kernel_weights(q, k, feature_map, causal=causal, eps=eps, base=base)
-    out = weights.to(working_dtype(v.dtype)) @ v.to(working_dtype(v.dtype))
-    return check_result(out, None, eps, Suspects({"v": v})).to(v.dtype)
+    inputs = check_inputs(q, k, v, causal=causal, eps=eps)
+    weights = _rope_weights(inputs, feature_map, causal, base)
+    return inputs.finish(weights.to(inputs.v.dtype) @ inputs.v)
 
 
 def rope_linear_attention(
@@ -172,26 +167,19 @@ def rope_linear_attention(
     can be negative (``rope_kernel_weights``). ``method``/``chunk_size`` as in
     ``attention.linear_attention``; f = the feature count must be even.
     """
-    check_qkv(q, k, v, causal=causal)
-    eps = check_eps(eps, q.dtype)
-    chunk_size = check_method(method, chunk_size)
-    dtype = v.dtype
-    q, k, v = (x.to(working_dtype(dtype)) for x in broadcast_qkv(q, k, v))
-    phi_q, phi_k, rot_q, rot_k = _rotated_features(feature_map, q, k, _check_base(base))
-    sums = {"causal": causal, "method": method, "chunk_size": chunk_size}
-    numerator, _ = linear_sums(rot_q, rot_k, v, **sums)
-    _, denominator = linear_sums(phi_q, phi_k, v[..., :1], **sums)
-    suspects = Suspects({"q": q, "k": k, "v": v}, lambda: (phi_q, phi_k))
-    return normalise(numerator, denominator, eps, suspects).to(dtype)
+    inputs = check_inputs(q, k, v, causal=causal, eps=eps, method=method, methods=METHODS, chunk_size=chunk_size)
+    phi_q, phi_k, rot_q, rot_k = _rotated_features(feature_map, inputs.q, inputs.k, _check_base(base))
+    sums = {"causal": causal, "method": method, "chunk_size": inputs.chunk_size}
+    numerator, _ = linear_sums(rot_q, rot_k, inputs.v, **sums)[:2]  # the raw sums (eps = NO_EPS)
+    _, denominator = linear_sums(phi_q, phi_k, inputs.v[..., :1], **sums)[:2]
+    return inputs.normalise(numerator, denominator, features=lambda: (phi_q, phi_k))
 
 
 def _cosformer_horizon(n: int, m: int, horizon: int | None) -> int:
     """M: max(n, m) by default (the official cosFormer code), else a given int ≥ max(n, m)."""
     if horizon is None:
         return max(n, m)
-    if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < max(n, m):
-        raise ValueError(f"horizon M must be an int >= the sequence length max(n, m) = {max(n, m)}, got {horizon!r}")
-    return horizon
+    return check_int("horizon M", horizon, at_least=max(n, m), meaning="the sequence length max(n, m)")
 
 
 def _angles(length: int, horizon: int, like: torch.Tensor) -> torch.Tensor:
@@ -211,19 +199,15 @@ def cosformer_kernel_attention(
     the official code); with M ≥ max(n, m), |i − j| < M keeps the cosine > 0, so
     the weights are non-negative and decay with distance. Builds the n×m matrix.
     """
-    check_qkv(q, k, v, causal=causal)
-    eps = check_eps(eps, q.dtype)
+    inputs = check_inputs(q, k, v, causal=causal, eps=eps)
     n, m = q.shape[-2], k.shape[-2]
     horizon = _cosformer_horizon(n, m, horizon)
-    dtype = v.dtype
-    q, k, v = (x.to(working_dtype(dtype)) for x in (q, k, v))
-    phi_q, phi_k = feature_pair(feature_map, q, k)
+    phi_q, phi_k = feature_pair(feature_map, inputs.q, inputs.k)
     distance = _angles(n, horizon, phi_q) - _angles(m, horizon, phi_q).T  # [n, m], π(i − j)/(2M)
     scores = (phi_q @ phi_k.transpose(-2, -1)) * distance.cos()  # [..., n, m]
     if causal:
         scores = scores.masked_fill(~causal_mask(n, q.device), 0.0)
-    suspects = Suspects({"q": q, "k": k, "v": v}, lambda: (phi_q, phi_k))
-    return normalise(scores @ v, scores.sum(-1), eps, suspects).to(dtype)
+    return inputs.normalise(scores @ inputs.v, scores.sum(-1), features=lambda: (phi_q, phi_k))
 
 
 def cosformer_attention(
@@ -241,28 +225,18 @@ def cosformer_attention(
     (S is [2f, dv]), but M must be fixed in advance: a stream needs an upper bound
     on its length. ``method``/``chunk_size`` as in ``attention.linear_attention``.
     """
-    check_qkv(q, k, v, causal=causal)
-    eps = check_eps(eps, q.dtype)
-    chunk_size = check_method(method, chunk_size)
+    inputs = check_inputs(q, k, v, causal=causal, eps=eps, method=method, methods=METHODS, chunk_size=chunk_size)
     horizon = _cosformer_horizon(q.shape[-2], k.shape[-2], horizon)
-    dtype = v.dtype
-    q, k, v = (x.to(working_dtype(dtype)) for x in broadcast_qkv(q, k, v))
-    phi_q, phi_k = feature_pair(feature_map, q, k)
+    phi_q, phi_k = feature_pair(feature_map, inputs.q, inputs.k)
     a_q, a_k = _angles(q.shape[-2], horizon, phi_q), _angles(k.shape[-2], horizon, phi_k)  # [n, 1], [m, 1]
     psi_q = torch.cat((phi_q * a_q.cos(), phi_q * a_q.sin()), dim=-1)  # [..., n, 2f]
     psi_k = torch.cat((phi_k * a_k.cos(), phi_k * a_k.sin()), dim=-1)  # [..., m, 2f]
-    numerator, denominator = linear_sums(psi_q, psi_k, v, causal=causal, method=method, chunk_size=chunk_size)
-    suspects = Suspects({"q": q, "k": k, "v": v}, lambda: (phi_q, phi_k))
-    return normalise(numerator, denominator, eps, suspects).to(dtype)
+    numerator, denominator = linear_sums(psi_q, psi_k, inputs.v, causal=causal, method=method,
+                                         chunk_size=inputs.chunk_size)[:2]  # the raw sums (eps = NO_EPS)
+    return inputs.normalise(numerator, denominator, features=lambda: (phi_q, phi_k))
 
 
 # --- the article's two remedies and the position weights of notebook 07's verdict table -------------
-
-
-def _check_count(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
 
 
 def sinusoidal_positions(
@@ -276,7 +250,7 @@ def sinusoidal_positions(
     Row p depends on p alone, not on any other position: ``add_absolute_positions``
     adds it to q and k before φ. d must be even. Not differentiable (no tensor input).
     """
-    n, d = _check_count("n", n), _check_count("d", d)
+    n, d = check_int("n", n), check_int("d", d)
     if d % 2:
         raise ValueError(f"d must be even (sin and cos share each frequency), got d={d}")
     like = torch.empty(0, dtype=dtype, device=device)
@@ -293,8 +267,7 @@ def add_absolute_positions(x: torch.Tensor, *, scale: float = 1.0, base: float =
     score now depends on i and j, not on j − i alone (the relative property is lost).
     """
     require_tensor("x", x)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
-        raise ValueError(f"scale must be a finite number, got {scale!r}")
+    check_number("scale", scale)
     n, d = x.shape[-2:]
     if d % 2:
         raise ValueError(f"x's last dim must be even (sin/cos pairs), got d={d}")
@@ -310,8 +283,8 @@ def cosformer_weights(
     The factor ``cosformer_kernel_attention`` multiplies φ(q_i)ᵀφ(k_j) by; M = ``horizon``
     (default max(n, m)). Notebook 07 §3b, notebook 09 §3. Not differentiable (no tensor input).
     """
-    n = _check_count("n", n)
-    m = n if m is None else _check_count("m", m)
+    n = check_int("n", n)
+    m = n if m is None else check_int("m", m)
     if causal and m != n:
         raise ValueError(f"causal weights need n = m, got n={n} and m={m}")
     like = torch.empty(0, dtype=dtype, device=device)
@@ -321,9 +294,7 @@ def cosformer_weights(
 
 
 def _check_window(window: int) -> int:
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ValueError(f"window must be a positive int (how many keys each query sees), got {window!r}")
-    return window
+    return check_int("window", window, meaning="how many keys each query sees")
 
 
 def window_weights(
@@ -335,7 +306,7 @@ def window_weights(
     prefix masks, which is why the ledger of ``window_linear_attention`` adds the new key
     and subtracts the one leaving. Notebook 07 §3e. Not differentiable (no tensor input).
     """
-    n, window = _check_count("n", n), _check_window(window)
+    n, window = check_int("n", n), _check_window(window)
     offset = torch.arange(n, device=device)[:, None] - torch.arange(n, device=device)[None, :]  # i − j
     return ((offset >= 0) & (offset < window)).to(dtype)
 
@@ -350,15 +321,11 @@ def window_kernel_attention(
 
     Builds the n×n matrix (n = m). window ≥ n gives plain causal linear attention.
     """
-    check_qkv(q, k, v, causal=True)
-    eps, window = check_eps(eps, q.dtype), _check_window(window)
-    dtype = v.dtype
-    q, k, v = (x.to(working_dtype(dtype)) for x in (q, k, v))
-    phi_q, phi_k = feature_pair(feature_map, q, k)
+    inputs, window = check_inputs(q, k, v, causal=True, eps=eps), _check_window(window)
+    phi_q, phi_k = feature_pair(feature_map, inputs.q, inputs.k)
     scores = (phi_q @ phi_k.transpose(-2, -1)) * window_weights(q.shape[-2], window, dtype=phi_q.dtype,
                                                                 device=phi_q.device)  # [..., n, n]
-    suspects = Suspects({"q": q, "k": k, "v": v}, lambda: (phi_q, phi_k))
-    return normalise(scores @ v, scores.sum(-1), eps, suspects).to(dtype)
+    return inputs.normalise(scores @ inputs.v, scores.sum(-1), features=lambda: (phi_q, phi_k))
 
 
 def window_linear_attention(
@@ -377,21 +344,18 @@ def window_linear_attention(
     method="banded": each query reads its w keys directly, O(n·w·f) time and memory.
     Both equal ``window_kernel_attention``; q [..., n, d], k [..., n, d], v [..., n, dv].
     """
-    check_qkv(q, k, v, causal=True)
-    eps, window = check_eps(eps, q.dtype), _check_window(window)
-    if method not in ("ledger", "banded"):
-        raise ValueError(f"method must be 'ledger' or 'banded', got {method!r}")
-    dtype = v.dtype
-    q, k, v = (x.to(working_dtype(dtype)) for x in broadcast_qkv(q, k, v))
+    inputs = check_inputs(q, k, v, causal=True, eps=eps, method=method, methods=("ledger", "banded"))
+    window = _check_window(window)
+    q, k, v = inputs.q, inputs.k, inputs.v
     phi_q, phi_k = feature_pair(feature_map, q, k)  # [..., n, f] each
-    suspects = Suspects({"q": q, "k": k, "v": v}, lambda: (phi_q, phi_k))
+    features = lambda: (phi_q, phi_k)  # noqa: E731
     if method == "banded":
         w = min(window, q.shape[-2])
         # the features (not the keys) are zero-padded in front, so the w − 1 missing keys weigh 0
         keys = torch.nn.functional.pad(phi_k, (0, 0, w - 1, 0)).unfold(-2, w, 1)  # [..., n, f, w]
         values = torch.nn.functional.pad(v, (0, 0, w - 1, 0)).unfold(-2, w, 1)  # [..., n, dv, w]
         scores = (phi_q[..., :, :, None] * keys).sum(-2)  # [..., n, w]
-        return normalise((values * scores[..., None, :]).sum(-1), scores.sum(-1), eps, suspects).to(dtype)
+        return inputs.normalise((values * scores[..., None, :]).sum(-1), scores.sum(-1), features=features)
     S = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], v.shape[-1])  # [..., f, dv]
     z = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1])  # [..., f]
     numerators, denominators = [], []
@@ -402,4 +366,4 @@ def window_linear_attention(
             z = z - phi_k[..., i - window, :]
         numerators.append(phi_q[..., i, None, :] @ S)  # [..., 1, dv]
         denominators.append((phi_q[..., i, :] * z).sum(-1, keepdim=True))  # [..., 1]
-    return normalise(torch.cat(numerators, dim=-2), torch.cat(denominators, dim=-1), eps, suspects).to(dtype)
+    return inputs.normalise(torch.cat(numerators, dim=-2), torch.cat(denominators, dim=-1), features=features)

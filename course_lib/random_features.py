@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from course_lib.validation import require_tensor
+from course_lib.validation import check_choice, check_int, check_ints, check_number, require_tensor
 
 KINDS = ("positive", "trig")
 
@@ -70,8 +70,7 @@ def taster_verdicts(phi_q: torch.Tensor, phi_k: torch.Tensor, num_tasters: int) 
     """
     require_tensor("phi_q", phi_q, min_dims=1)
     require_tensor("phi_k", phi_k, min_dims=1)
-    if isinstance(num_tasters, bool) or not isinstance(num_tasters, int) or num_tasters < 1:
-        raise ValueError(f"num_tasters must be a positive int, got {num_tasters!r}")
+    check_int("num_tasters", num_tasters)
     f = phi_q.shape[-1]
     if phi_k.shape[-1] != f or f not in (num_tasters, 2 * num_tasters):
         raise ValueError(
@@ -102,13 +101,9 @@ class PerformerFeatures:
         scale: float | None = None,
         generator: torch.Generator | None = None,
     ):
-        for name, value in (("dim", dim), ("num_features", num_features)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-        if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-            raise ValueError(f"scale must be a finite number > 0 or None, got {scale!r}")
+        check_ints(dim=dim, num_features=num_features)
+        check_choice("kind", kind, KINDS)
+        scale = check_number("scale", scale, above=0, optional=True)
         self.dim, self.num_features, self.kind, self.orthogonal = dim, num_features, kind, orthogonal
         self.scale = dim**-0.25 if scale is None else float(scale)
         self.redraw(generator)

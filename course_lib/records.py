@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from course_lib.device import describe_device
+from course_lib.validation import check_choice
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"  # the repository's results folder
 
@@ -23,10 +24,8 @@ RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"  # 
 def results_path(device_type: str, stem: str = "bench") -> Path:
     """``benchmarks/results/<stem>_<device_type>.json``, what a full run of ``python -m course_tools.<stem>``
     writes ("bench": the benchmark; "recall": the recall sweep of notebook 12)."""
-    if device_type not in ("cpu", "cuda"):
-        raise ValueError(f"device_type must be 'cpu' or 'cuda', got {device_type!r}")
-    if stem not in ("bench", "recall"):
-        raise ValueError(f"stem must be 'bench' or 'recall', got {stem!r}")
+    check_choice("device_type", device_type, ("cpu", "cuda"))
+    check_choice("stem", stem, ("bench", "recall"))
     return RESULTS_DIR / f"{stem}_{device_type}.json"
 
 

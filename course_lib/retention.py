@@ -8,14 +8,11 @@ survives, so does the constant-size ledger (RetNet, Sun et al. 2023, with our no
 γ may be one number or a tensor broadcasting to the batch/head dims (one γ per head).
 """
 
-from dataclasses import replace
-
 import torch
 
-from course_lib.feature_maps import FeatureMap, elu_plus_one
+from course_lib.feature_maps import FeatureMap, elu_plus_one, feature_pair
 from course_lib.linear_forms import decay_matrix
-from course_lib.attention import _kernel_scores
-from course_lib.validation import broadcast_qkv, check_decay, check_eps, check_qkv, normalise
+from course_lib.validation import check_decay, check_inputs, check_int, require_in_unit_interval
 
 
 def retention_kernel_attention(
@@ -28,14 +25,10 @@ def retention_kernel_attention(
     eps: float = 0.0,
 ) -> torch.Tensor:
     """The explicit oracle: A_ij = γ^{i−j} φ(q_i)ᵀφ(k_j) for j ≤ i, row-normalised, times V; [..., n, dv]."""
-    check_qkv(q, k, v, causal=True)
-    eps = check_eps(eps, q.dtype)
-    q, k, v = broadcast_qkv(q, k, v)
-    scores, suspects = _kernel_scores(q, k, feature_map, True, v)
-    log_gamma, decay_ok = check_decay(decay, q.shape[:-2], scores)
-    scores = scores * decay_matrix(q.shape[-2], log_gamma)  # [..., n, n]
-    suspects = replace(suspects, decay_ok=decay_ok, decay=decay)
-    return normalise(scores @ v.to(scores.dtype), scores.sum(-1), eps, suspects).to(v.dtype)
+    inputs = check_inputs(q, k, v, causal=True, eps=eps, decay=decay)
+    phi_q, phi_k = feature_pair(feature_map, inputs.q, inputs.k)  # [..., n, f]
+    scores = (phi_q @ phi_k.transpose(-2, -1)) * decay_matrix(q.shape[-2], inputs.log_gamma)  # [..., n, n], 0 for j > i
+    return inputs.normalise(scores @ inputs.v, scores.sum(-1), features=lambda: (phi_q, phi_k))
 
 
 def decay_weights(
@@ -48,10 +41,9 @@ def decay_weights(
     γ^{i−j} = γ^i · γ^{−j} is one query part times one key part. ``decay``: a number or
     a tensor of γ in (0, 1] (one per head); differentiable in a tensor γ.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+    check_int("n", n)
     like = torch.empty(0, dtype=dtype, device=device)
-    log_gamma, decay_ok = check_decay(decay, torch.as_tensor(decay).shape, like)
-    if decay_ok is not None and not bool(decay_ok):
-        raise ValueError(f"decay must lie in (0, 1], got {decay!r}")
+    log_gamma, gamma = check_decay(decay, torch.as_tensor(decay).shape, like)
+    if gamma is not None:
+        require_in_unit_interval("decay", gamma)
     return decay_matrix(n, log_gamma)  # [..., n, n]

@@ -5,16 +5,7 @@ import torch
 from course_lib import fast_forms
 from course_lib.fast_step import TokenStep
 from course_lib.feature_maps import FeatureMap, elu_plus_one, feature_pair
-from course_lib.validation import (
-    Suspects,
-    broadcast_qkv,
-    check_chunk_size,
-    check_decay,
-    check_eps,
-    check_qkv,
-    check_result,
-    working_dtype,
-)
+from course_lib.validation import check_decay, check_eps, check_inputs, check_int
 
 
 class LinearAttentionState:
@@ -49,7 +40,7 @@ class LinearAttentionState:
         self.feature_map = feature_map
         self.decay = decay  # γ: the ledger fades by γ per token (retention); None keeps everything
         self.eps = check_eps(eps, ledger_dtype)
-        self.chunk_size = check_chunk_size(chunk_size)
+        self.chunk_size = check_int("chunk_size", chunk_size, optional=True)
         self.reset()
 
     @property
@@ -85,22 +76,17 @@ class LinearAttentionState:
         Causal inside the chunk and after everything seen before. On error the ledger
         is left as it was.
         """
-        check_qkv(q, k, v, causal=True)
-        dtype = v.dtype
-        q, k, v = (x.to(working_dtype(dtype)) for x in broadcast_qkv(q, k, v))  # half inputs: float32
+        inputs = check_inputs(q, k, v, causal=True, eps=self.eps, chunk_size=self.chunk_size, decay=self.decay,
+                              ledger_dtype=self.ledger_dtype)  # eps=1e300 fits a float64 ledger, not a float32 one
+        q, k, v = inputs.q, inputs.k, inputs.v  # half inputs: float32
         work = self.ledger_dtype or q.dtype
-        check_eps(self.eps, work)  # e.g. 1e300 is finite in float64 but not in a float32 ledger
         self._check_matches(q.shape[:-2], v.shape[-1], work, q.device)
-        log_gamma, decay_ok = (None, None) if self.decay is None else check_decay(
-            self.decay, q.shape[:-2], q.new_empty(0, dtype=work))
-        out, normaliser, after, total = fast_forms.causal_attention(
-            q, k, v, self.feature_map, chunk_size=self.chunk_size, eps=self.eps, log_gamma=log_gamma,
-            ledger=self.ledger, dtype=work)
+        sums = fast_forms.causal_attention(q, k, v, self.feature_map, chunk_size=inputs.chunk_size, eps=inputs.eps,
+                                           log_gamma=inputs.log_gamma, ledger=self.ledger, dtype=work)
         features = lambda: feature_pair(self.feature_map, q, k)  # noqa: E731 - recomputed on failure only
-        suspects = Suspects({"q": q, "k": k, "v": v}, features, decay_ok, self.decay, total)
-        check_result(out, normaliser, self.eps, suspects)
-        self.ledger, self.tokens_seen = after, self.tokens_seen + q.shape[-2]
-        return out.to(dtype)
+        out = inputs.finish(sums.out, sums.normaliser, features=features, checksum=sums.checksum)
+        self.ledger, self.tokens_seen = sums.ledger, self.tokens_seen + q.shape[-2]
+        return out
 
     def step(self, q_t: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor) -> torch.Tensor:
         """Feed one token q_t, k_t [..., d], v_t [..., dv]; return o_t [..., dv] (after the first token a

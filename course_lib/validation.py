@@ -1,28 +1,120 @@
 """The validation contract shared by every attention form and the streaming state.
 
 Bad input raises a ``ValueError`` that names the argument, what was expected and what
-arrived. Shapes, dtypes and options are checked up front, before any arithmetic. Values are
-checked with the result, by one host sync (``check_result``): a NaN or ∞ in v always reaches
-the output (0·∞ is NaN too), but one in q or k need not — ReLU maps −∞ to 0 — so a
-``checksum`` finite exactly when q and k are is checked beside the output and the
-normaliser: a running sum of q and k, or, on the engine's elu + 1 path (whose φ is non-finite
-exactly when its input is), the ledger's z = Σφ(k) (``feature_maps.bad_values_reach_the_sums``). Only when one
-is bad are the inputs re-scanned (``Suspects.explain``), in the contract's order — q, k, v,
-then the features, then decay, then the normaliser, then the output — so the error still
-names the culprit, with the same message an up-front scan would give.
+arrived. An attention call enters this module twice: ``check_inputs`` checks shapes, dtypes and
+options up front, before any arithmetic, and ``Inputs.finish`` checks the values with the result, by
+one host sync (``check_result``): a NaN or ∞ in v always reaches the output (0·∞ is NaN too),
+but one in q or k need not — ReLU maps −∞ to 0 — so a ``checksum`` finite exactly when q and
+k are is checked beside the output and the normaliser: a running sum of q and k, or, on the
+engine's elu + 1 path (whose φ is non-finite exactly when its input is), the ledger's
+z = Σφ(k) (``feature_maps.bad_values_reach_the_sums``). Only when one is bad are the inputs
+re-scanned (``Suspects.explain``), in the contract's order — q, k, v, then the features, then
+the gates (decay γ, the delta rule's β), then the normaliser, then the output — so the error
+still names the culprit, with the same message an up-front scan would give. Scalar options
+have one message style: "{name} must be {what is expected}, got {value!r}".
 """
 
 import math
+import numbers
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
-HALF_TYPES = (torch.float16, torch.bfloat16)
+from course_lib.linear_forms import divide
+
+_HALF_TYPES = (torch.float16, torch.bfloat16)
 
 
 class ArgumentTypeError(ValueError, TypeError):
     """An argument of the wrong type: a ``ValueError`` like every refusal here, and a ``TypeError``."""
+
+
+# --- scalar options ---------------------------------------------------------------------------------
+
+
+def _refuse(name: str, expected: str, value: object, meaning: str | None, error: type = ValueError):
+    why = f" ({meaning})" if meaning else ""
+    raise error(f"{name} must be {expected}{why}, got {value!r}")
+
+
+def check_flag(name: str, value: object, *, meaning: str | None = None) -> bool:
+    """A yes/no option is a real bool: ``causal="no"`` is not silently truthy."""
+    if not isinstance(value, bool):
+        _refuse(name, "True or False", value, meaning, ArgumentTypeError)
+    return value
+
+
+def check_int(name: str, value: object, *, at_least: int = 1, optional: bool = False,
+              meaning: str | None = None) -> int | None:
+    """A whole number (an int or a numpy integer, not a bool) ≥ ``at_least``; or None if ``optional``."""
+    if optional and value is None:
+        return None
+    expected = ("a positive int" if at_least == 1 else f"an int >= {at_least}") + (" or None" if optional else "")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        _refuse(name, expected, value, meaning, ArgumentTypeError)
+    if value < at_least:
+        _refuse(name, expected, value, meaning)
+    return int(value)
+
+
+def check_ints(*, at_least: int = 1, **values: object) -> None:
+    """``check_int`` of each named value: ``check_ints(n=n, d=d)``."""
+    for name, value in values.items():
+        check_int(name, value, at_least=at_least)
+
+
+def check_number(name: str, value: object, *, above: float | None = None, at_least: float | None = None,
+                 optional: bool = False, unit: str | None = None, meaning: str | None = None) -> float | None:
+    """A finite real number (not a bool), > ``above`` or ≥ ``at_least`` when given; or None if ``optional``."""
+    if optional and value is None:
+        return None
+    bound = f" > {above}" if above is not None else f" >= {at_least}" if at_least is not None else ""
+    expected = f"a finite number{f' of {unit}' if unit else ''}{bound}" + (" or None" if optional else "")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        _refuse(name, expected, value, meaning, ArgumentTypeError)
+    low_ok = (above is None or value > above) and (at_least is None or value >= at_least)
+    if not (math.isfinite(value) and low_ok):
+        _refuse(name, expected, value, meaning)
+    return float(value)
+
+
+def check_choice(name: str, value: object, choices: tuple) -> object:
+    """One of ``choices``."""
+    if value not in choices:
+        _refuse(name, f"one of {tuple(choices)!r}", value, None)
+    return value
+
+
+def check_eps(eps: object, dtype: torch.dtype | None = None) -> float:
+    """eps is a finite float ≥ 0, and finite in ``dtype``'s working dtype (1e300 is ∞ in float32)."""
+    eps = check_number("eps", eps, at_least=0)
+    if dtype is not None and eps > torch.finfo(working_dtype(dtype)).max:
+        raise ValueError(f"eps must be a finite number >= 0 in {working_dtype(dtype)}, got {eps!r} (overflows)")
+    return eps
+
+
+def check_decay(decay: object, batch: torch.Size, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(log γ [*batch] in like's dtype/device, γ as a tensor whose values are still to be checked, or None).
+
+    γ is a number in (0, 1], checked here, or a tensor of them broadcasting to the batch dims,
+    whose values are checked with the result (a gate of ``Suspects``). Differentiable in a tensor γ.
+    """
+    if isinstance(decay, bool) or not isinstance(decay, (int, float, torch.Tensor)):
+        raise ArgumentTypeError(f"decay must be a number in (0, 1] or a tensor of them, got {decay!r}")
+    if isinstance(decay, torch.Tensor):
+        gamma = unchecked = decay.to(device=like.device, dtype=like.dtype)
+    elif not (math.isfinite(decay) and 0 < decay <= 1):
+        raise ValueError(f"decay must lie in (0, 1], got {decay!r}")
+    else:
+        gamma, unchecked = torch.tensor(float(decay), dtype=like.dtype, device=like.device), None
+    try:
+        return gamma.log().expand(batch), unchecked
+    except RuntimeError:
+        raise ValueError(f"decay of shape {tuple(gamma.shape)} must broadcast to the batch dims {tuple(batch)}") from None
+
+
+# --- tensors ----------------------------------------------------------------------------------------
 
 
 def require_tensor(name: str, x: object, *, min_dims: int = 2) -> torch.Tensor:
@@ -73,24 +165,37 @@ def require_finite(name: str, x: torch.Tensor) -> None:
         raise ValueError(f"{name} must hold finite values, found {bad} NaN/inf entries")
 
 
-def check_flag(name: str, value: object) -> bool:
-    """A yes/no option is a real bool: ``causal="no"`` is not silently truthy."""
-    if not isinstance(value, bool):
-        raise ArgumentTypeError(f"{name} must be True or False, got {value!r}")
-    return value
+def require_in_unit_interval(name: str, x: torch.Tensor) -> None:
+    """Raise if ``x`` holds a value outside (0, 1] (a NaN included)."""
+    outside = ~_in_unit_interval(x)
+    if outside.any():
+        raise ValueError(f"{name} must lie in (0, 1], found {int(outside.sum())} of {x.numel()} values outside it")
 
 
-def check_scale(scale: object) -> float | None:
-    """The softmax temperature: None (1/√d) or a finite real number."""
-    if scale is None:
-        return None
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
-        raise ValueError(f"scale must be a finite number or None, got {scale!r}")
-    return float(scale)
+def _in_unit_interval(x: torch.Tensor) -> torch.Tensor:
+    return (x > 0) & (x <= 1)
 
 
-def check_qk(q: torch.Tensor, k: torch.Tensor, *, causal: bool) -> None:
-    """Shapes of queries [..., n, d] and keys [..., m, d] (values are checked by ``check_result``)."""
+def working_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the arithmetic runs in: float32 for float16/bfloat16 inputs (their sums overflow at
+    65504, or keep 8 bits), the inputs' own dtype otherwise. Outputs come back in the inputs' dtype."""
+    return torch.float32 if dtype in _HALF_TYPES else dtype
+
+
+def broadcast_batch(**tensors: torch.Tensor) -> torch.Size:
+    """The common leading (batch/head) shape of tensors laid out as [..., n, d]."""
+    shapes = [t.shape[:-2] for t in tensors.values()]
+    if all(shape == shapes[0] for shape in shapes):
+        return shapes[0]  # the usual case, without torch.broadcast_shapes' ~30 µs
+    try:
+        return torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        shapes = ", ".join(f"{name} {tuple(t.shape)}" for name, t in tensors.items())
+        raise ValueError(f"leading (batch/head) dims must broadcast, got {shapes}") from None
+
+
+def _check_shapes(q: object, k: object, v: object | None, causal: object) -> torch.Size:
+    """q [..., n, d], k [..., m, d] and v [..., m, dv] (if given) that fit together: their common batch dims."""
     require_tensor("q", q)
     require_tensor("k", k)
     check_flag("causal", causal)
@@ -106,107 +211,87 @@ def check_qk(q: torch.Tensor, k: torch.Tensor, *, causal: bool) -> None:
         raise ValueError(f"q and k must have the same feature dim, got {d} and {dk}")
     if causal and n != m:
         raise ValueError(f"causal=True pairs query i with key i, so q and k need the same length, got n={n} and m={m}")
-    _require_broadcastable(q=q, k=k)
-
-
-def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool) -> None:
-    """Shapes of q [..., n, d], k [..., m, d], v [..., m, dv]."""
-    check_qk(q, k, causal=causal)
+    if v is None:
+        return broadcast_batch(q=q, k=k)
     require_tensor("v", v)
     if v.dtype != q.dtype or v.device != q.device:
         raise ValueError(f"v must share dtype and device with q, got {v.dtype}/{v.device} and {q.dtype}/{q.device}")
-    if v.shape[-2] != k.shape[-2]:
-        raise ValueError(f"k and v must have the same length, got {k.shape[-2]} and {v.shape[-2]}")
+    if v.shape[-2] != m:
+        raise ValueError(f"k and v must have the same length, got {m} and {v.shape[-2]}")
     if v.shape[-1] == 0:
         raise ValueError("v must have at least one feature dim, got dv=0")
-    _require_broadcastable(q=q, k=k, v=v)
+    return broadcast_batch(q=q, k=k, v=v)
 
 
-def working_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype the arithmetic runs in: float32 for float16/bfloat16 inputs (their sums overflow at
-    65504, or keep 8 bits), the inputs' own dtype otherwise. Outputs come back in the inputs' dtype."""
-    return torch.float32 if dtype in HALF_TYPES else dtype
+# --- one attention call: its inputs, then its result -----------------------------------------------
 
 
-def check_feature_shapes(name: str, phi: torch.Tensor, rows: int) -> None:
-    """A feature map's output: a tensor [..., rows, f] with f ≥ 1."""
-    if not isinstance(phi, torch.Tensor) or phi.dim() < 2 or phi.shape[-2] != rows:
-        shape = tuple(phi.shape) if isinstance(phi, torch.Tensor) else type(phi).__name__
-        raise ValueError(f"feature_map({name}) must return [..., {rows}, f], got {shape}")
-    if phi.shape[-1] == 0:
-        raise ValueError(f"feature_map({name}) returned zero features (f=0)")
+@dataclass
+class Inputs:
+    """One call's inputs as ``check_inputs`` accepted them, and the check of its result (``finish``)."""
+
+    q: torch.Tensor  # [*batch, n, d] in the working dtype, expanded (no copy) to the common batch dims
+    k: torch.Tensor  # [*batch, m, d]
+    v: torch.Tensor | None  # [*batch, m, dv]
+    dtype: torch.dtype  # the inputs' own, which the output comes back in
+    eps: float
+    chunk_size: int | None
+    log_gamma: torch.Tensor | None  # [*batch]: log γ of ``decay``, in the ledger's dtype
+    gates: dict[str, torch.Tensor]  # {"decay": γ} for a γ tensor, whose values are checked with the result
+
+    def finish(self, out: torch.Tensor, normaliser: torch.Tensor | None = None, *,
+               features: Callable[[], tuple[torch.Tensor, torch.Tensor]] | None = None,
+               checksum: torch.Tensor | None = None, more: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """``out`` in the inputs' dtype once ``check_result`` accepts it with its normaliser [..., n].
+
+        ``features`` recomputes (φ(q), φ(k)) to blame; ``checksum`` replaces Σq + Σk (``Suspects``);
+        ``more`` names tensors to blame after q, k and v.
+        """
+        named = {"q": self.q, "k": self.k} | ({} if self.v is None else {"v": self.v}) | (more or {})
+        suspects = Suspects(named, features, self.gates, checksum)
+        return check_result(out, normaliser, self.eps, suspects).to(self.dtype)
+
+    def normalise(self, numerator: torch.Tensor, denominator: torch.Tensor, *,
+                  features: Callable[[], tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:
+        """out = numerator / (denominator + eps), refusing a degenerate normaliser (``finish``).
+
+        numerator [..., n, dv], denominator [..., n]. The denominator is φ(q_i)ᵀΣ_j φ(k_j);
+        with eps = 0 it must be > 0 and finite for every query. eps > 0 adds a floor,
+        which also changes the answer: the weights then sum to den / (den + eps) < 1.
+        Differentiable (out of place).
+        """
+        return self.finish(*divide(numerator, denominator, self.eps), features=features)
 
 
-def require_finite_features(name: str, phi: torch.Tensor) -> None:
-    """A feature map's output holds no NaN or ∞ (checked only when a result came out bad)."""
-    if not all_finite(phi):
-        raise ValueError(f"feature_map({name}) produced non-finite features (overflow?); rescale the inputs")
+def check_inputs(
+    q: object, k: object, v: object | None = None, *, causal: object, eps: object = 0.0, method: object = None,
+    methods: tuple[str, ...] = (), chunk_size: object = None, decay: object = None,
+    ledger_dtype: torch.dtype | None = None,
+) -> Inputs:
+    """Everything a form checks before its arithmetic, in the contract's order: the shapes of
+    q [..., n, d], k [..., m, d] and v [..., m, dv] (v None for a form of weights), ``causal``,
+    ``eps`` (finite in the ledger's dtype), ``method`` (one of ``methods``), ``chunk_size`` (a
+    positive int or None) and ``decay`` (needs causal). ``ledger_dtype``: the dtype the sums are
+    kept in, default the working dtype (``working_dtype``)."""
+    batch = _check_shapes(q, k, v, causal)
+    work = working_dtype(q.dtype)
+    ledger_dtype = ledger_dtype or work
+    eps = check_eps(eps, ledger_dtype)
+    if method is not None:
+        check_choice("method", method, methods)
+    chunk_size = check_int("chunk_size", chunk_size, optional=True)
+    dtype = q.dtype
+    q, k, v = (None if x is None else x.expand(*batch, *x.shape[-2:]).to(work) for x in (q, k, v))
+    log_gamma, gates = None, {}
+    if decay is not None:
+        if not causal:
+            raise ValueError(f"decay weights the past by γ^(i-j): it needs causal=True, got causal={causal}")
+        log_gamma, gamma = check_decay(decay, batch, q.new_empty(0, dtype=ledger_dtype))
+        gates = {} if gamma is None else {"decay": gamma}
+    return Inputs(q, k, v, dtype, eps, chunk_size, log_gamma, gates)
 
 
-def check_eps(eps: float, dtype: torch.dtype | None = None) -> float:
-    """eps is a finite float ≥ 0, and finite in ``dtype`` (1e300 is ∞ in float32)."""
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
-        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-    if dtype is not None and eps > torch.finfo(working_dtype(dtype)).max:
-        raise ValueError(f"eps must be a finite number >= 0 in {working_dtype(dtype)}, got {eps!r} (overflows)")
-    return float(eps)
-
-
-def check_decay(decay: object, batch: torch.Size, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log γ as a [*batch] tensor in like's dtype/device, and the check of its values still to make.
-
-    γ is a number in (0, 1], checked here, or a tensor of them broadcasting to the batch dims,
-    whose values are checked with the result: the second return is then a 0-dim bool
-    tensor (False when some γ lies outside (0, 1]) for ``Suspects.decay_ok``; None for a number.
-    Differentiable in a tensor γ.
-    """
-    if isinstance(decay, bool) or not isinstance(decay, (int, float, torch.Tensor)):
-        raise ArgumentTypeError(f"decay must be a number in (0, 1] or a tensor of them, got {decay!r}")
-    if isinstance(decay, torch.Tensor):
-        gamma = decay.to(device=like.device, dtype=like.dtype)
-        values_ok = ((gamma > 0) & (gamma <= 1)).all()
-    elif not (math.isfinite(decay) and 0 < decay <= 1):
-        raise ValueError(f"decay must lie in (0, 1], got {decay!r}")
-    else:
-        gamma, values_ok = torch.tensor(float(decay), dtype=like.dtype, device=like.device), None
-    try:
-        return gamma.log().expand(batch), values_ok
-    except RuntimeError:
-        raise ValueError(f"decay of shape {tuple(gamma.shape)} must broadcast to the batch dims {tuple(batch)}") from None
-
-
-def check_chunk_size(chunk_size: int | None) -> int | None:
-    """chunk_size is a positive int, or None (chosen per shape)."""
-    if chunk_size is None:
-        return None
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
-    return chunk_size
-
-
-def broadcast_batch(**tensors: torch.Tensor) -> torch.Size:
-    """The common leading (batch/head) shape of tensors laid out as [..., n, d]."""
-    return _require_broadcastable(**tensors)
-
-
-def broadcast_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """q, k, v expanded (no copy) to their common leading dims: [B..., n, d], [B..., m, d], [B..., m, dv]."""
-    batch = _require_broadcastable(q=q, k=k, v=v)
-    return tuple(x.expand(*batch, *x.shape[-2:]) for x in (q, k, v))
-
-
-def _require_broadcastable(**tensors: torch.Tensor) -> torch.Size:
-    shapes = [t.shape[:-2] for t in tensors.values()]
-    if all(shape == shapes[0] for shape in shapes):
-        return shapes[0]  # the usual case, without torch.broadcast_shapes' ~30 µs
-    try:
-        return torch.broadcast_shapes(*shapes)
-    except RuntimeError:
-        shapes = ", ".join(f"{name} {tuple(t.shape)}" for name, t in tensors.items())
-        raise ValueError(f"leading (batch/head) dims must broadcast, got {shapes}") from None
-
-
-DEGENERATE = (
+_DEGENERATE = (
     "degenerate normaliser: φ(q)ᵀΣφ(k) + eps is <= 0 or not finite for {bad} of {total} queries (eps={eps}); the "
     "features underflowed or the feature map is not positive. Rescale the inputs, use a positive feature map, "
     "or pass eps > 0 (this changes the result)."
@@ -218,21 +303,22 @@ class Suspects:
     """What a form re-examines, in the contract's order, when its result came out bad.
 
     ``inputs``: the named raw tensors (q, k, v, ...); ``features``: recomputes (φ(q), φ(k)) on
-    demand (a fast path never holds them whole); ``decay_ok``: a 0-dim bool tensor, False when
-    a γ tensor held a value outside (0, 1]; ``decay``: what the user passed, for the message;
-    ``checksum``: a 0-dim tensor, finite exactly when the inputs whose bad values might not
-    reach the result are finite (default: ``checksum`` of the first two inputs, q and k).
+    demand (a fast path never holds them whole); ``gates``: named tensors whose values must lie
+    in (0, 1] (decay γ, the delta rule's β), checked with the result; ``checksum``: a 0-dim
+    tensor, finite exactly when the inputs whose bad values might not reach the result are
+    finite (default: Σ of the first two inputs, q and k); ``overflow``: why a finite input
+    can still give a non-finite output.
     """
 
     inputs: dict[str, torch.Tensor]
     features: Callable[[], tuple[torch.Tensor, torch.Tensor]] | None = None
-    decay_ok: torch.Tensor | None = None
-    decay: object = None
+    gates: dict[str, torch.Tensor] = field(default_factory=dict)
     checksum: torch.Tensor | None = None
+    overflow: str = "the feature sums overflowed; rescale the inputs"
 
     def __post_init__(self):
         if self.checksum is None:
-            self.checksum = checksum(*list(self.inputs.values())[:2])
+            self.checksum = _checksum(*list(self.inputs.values())[:2])
 
     def explain(self, normaliser: torch.Tensor | None, out: torch.Tensor, eps: float) -> None:
         """Raise the contract's first failing check; return if none fails (a sum overflowed, no entry)."""
@@ -240,13 +326,15 @@ class Suspects:
             require_finite(name, x)
         if self.features is not None:
             for name, phi in zip("qk", self.features()):
-                require_finite_features(name, phi)
-        if self.decay_ok is not None and not bool(self.decay_ok):
-            raise ValueError(f"decay must lie in (0, 1], got {self.decay!r}")
+                if not all_finite(phi):
+                    message = "produced non-finite features (overflow?); rescale the inputs"
+                    raise ValueError(f"feature_map({name}) {message}")
+        for name, gate in self.gates.items():
+            require_in_unit_interval(name, gate)
         if normaliser is not None:
             degenerate = ~(normaliser > 0)  # <= 0 or NaN
             if degenerate.any():
-                message = DEGENERATE.format(bad=int(degenerate.sum()), total=normaliser.numel(), eps=eps)
+                message = _DEGENERATE.format(bad=int(degenerate.sum()), total=normaliser.numel(), eps=eps)
                 raise ValueError(message)
             overflowed = int(torch.isinf(normaliser).sum())
             if overflowed:
@@ -255,10 +343,10 @@ class Suspects:
                     "queries: the feature sums are too large for the dtype; rescale the inputs"
                 )
         if not all_finite(out):
-            raise ValueError("attention output is not finite: the feature sums overflowed; rescale the inputs")
+            raise ValueError(f"attention output is not finite: {self.overflow}")
 
 
-def checksum(*tensors: torch.Tensor) -> torch.Tensor:
+def _checksum(*tensors: torch.Tensor) -> torch.Tensor:
     """Σ of every entry of ``tensors`` (float32 or wider), 0-dim: NaN or ±∞ if any entry is, and
     finite otherwise unless finite entries overflow the sum (``Suspects.explain`` then finds nothing)."""
     wide = torch.float64 if tensors[0].dtype == torch.float64 else torch.float32
@@ -268,8 +356,9 @@ def checksum(*tensors: torch.Tensor) -> torch.Tensor:
 def check_result(out: torch.Tensor, normaliser: torch.Tensor | None, eps: float, suspects: Suspects) -> torch.Tensor:
     """``out`` itself if it and the normaliser are sound; otherwise the error ``suspects`` explains.
 
-    Sound: the sums of ``out`` and of the normaliser are finite (so is every entry) and the
-    normaliser's minimum is > 0. All of it is decided by one host sync (one ``tolist``).
+    Sound: the sums of ``out`` and of the normaliser are finite (so is every entry), the
+    normaliser's minimum is > 0 and every gate lies in (0, 1]. All of it is decided by one host
+    sync (one ``tolist``).
     """
     if out.numel() == 0:  # a batch dim of size 0: nothing to divide, nothing to check
         return out
@@ -277,23 +366,10 @@ def check_result(out: torch.Tensor, normaliser: torch.Tensor | None, eps: float,
     flags = [out.sum(dtype=wide), suspects.checksum.to(wide)]
     if normaliser is not None:
         flags += [normaliser.sum(dtype=wide), normaliser.amin().to(wide)]  # values[2], values[3]
-    if suspects.decay_ok is not None:
-        flags.append(suspects.decay_ok.to(wide))
-    values = torch.stack(flags).tolist()
+    gates = [_in_unit_interval(gate).all().to(wide) for gate in suspects.gates.values()]
+    values = torch.stack(flags + gates).tolist()
     sums_finite = all(math.isfinite(x) for x in values)
     positive = normaliser is None or values[3] > 0
-    if not (sums_finite and positive and (suspects.decay_ok is None or values[-1] == 1)):
+    if not (sums_finite and positive and all(x == 1 for x in values[len(flags):])):
         suspects.explain(normaliser, out, eps)
     return out
-
-
-def normalise(numerator: torch.Tensor, denominator: torch.Tensor, eps: float, suspects: Suspects) -> torch.Tensor:
-    """out = numerator / (denominator + eps), refusing a degenerate normaliser (``check_result``).
-
-    numerator [..., n, dv], denominator [..., n]. The denominator is φ(q_i)ᵀΣ_j φ(k_j);
-    with eps = 0 it must be > 0 and finite for every query. eps > 0 adds a floor,
-    which also changes the answer: the weights then sum to den / (den + eps) < 1.
-    Differentiable (out of place).
-    """
-    normaliser = denominator + eps  # [..., n]
-    return check_result(numerator / normaliser.unsqueeze(-1), normaliser, eps, suspects)

@@ -528,9 +528,9 @@ class TestCommittedResults:
     def test_paths_name_the_device(self):
         assert results_path("cpu").name == "bench_cpu.json" and results_path("cuda").parent.name == "results"
         assert results_path("cpu", "recall").name == "recall_cpu.json"
-        with pytest.raises(ValueError, match="device_type must be 'cpu' or 'cuda', got 'mps'"):
+        with pytest.raises(ValueError, match=r"device_type must be one of \('cpu', 'cuda'\), got 'mps'"):
             results_path("mps")
-        with pytest.raises(ValueError, match="stem must be 'bench' or 'recall', got 'sweep'"):
+        with pytest.raises(ValueError, match=r"stem must be one of \('bench', 'recall'\), got 'sweep'"):
             results_path("cpu", "sweep")
 
     def test_a_cli_writes_where_out_says_else_results_else_a_temporary_folder(self):

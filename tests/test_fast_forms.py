@@ -45,10 +45,11 @@ def test_the_chunk_loop_equals_the_chunked_form_with_and_without_a_ledger(shape,
     phi_q, phi_k, v = features(b, h, n=n, d=d, dv=dv)
     lg = log_gamma(decay, (b, h))
     for ledger in (None, random_ledger(b, h, d, dv)):
-        num, den, after, _ = causal_attention(phi_q, phi_k, v, chunk_size=chunk_size, eps=NO_EPS, log_gamma=lg,
-                                           ledger=None if ledger is None else packed(ledger))
+        sums = causal_attention(phi_q, phi_k, v, chunk_size=chunk_size, eps=NO_EPS, log_gamma=lg,
+                                ledger=None if ledger is None else packed(ledger))  # raw: out, normaliser = num, den
         want = chunked_form(phi_q, phi_k, v, causal=True, chunk_size=5, log_gamma=lg, ledger=ledger)
-        for got, expected, name in zip((num, den, after.S, after.z), (*want[:2], *want[2]), ("num", "den", "S", "z")):
+        got = (sums.out, sums.normaliser, sums.ledger.S, sums.ledger.z)
+        for got, expected, name in zip(got, (*want[:2], *want[2]), ("num", "den", "S", "z")):
             assert got.shape == expected.shape, name
             torch.testing.assert_close(got, expected, **EXACT, msg=name)
 
@@ -57,7 +58,7 @@ def test_the_loop_divides_in_place_and_features_per_chunk_equal_whole_ones():
     q, k, v = seeded_qkv(2, n=70, d=4, dv=3)
     performer = PerformerFeatures(4, 6, generator=torch.Generator().manual_seed(0))
     for feature_map in (elu_plus_one, performer):
-        out, normaliser, _, _ = causal_attention(q, k, v, feature_map, chunk_size=16, eps=0.5)
+        out, normaliser = causal_attention(q, k, v, feature_map, chunk_size=16, eps=0.5)[:2]
         phi_q, phi_k = performer.for_queries(q), performer.for_keys(k)
         if feature_map is elu_plus_one:
             phi_q, phi_k = elu_plus_one(q), elu_plus_one(k)
@@ -91,9 +92,9 @@ def test_the_backward_loop_gives_the_readable_forms_gradients(decay, raw):
         leaves = [x.clone().requires_grad_() for x in (q, k, v, S0, z0)]
         phi_q, phi_k = elu_plus_one(leaves[0]), elu_plus_one(leaves[1])
         if fast:
-            out, second, after, _ = causal_attention(phi_q, phi_k, leaves[2], chunk_size=8, eps=NO_EPS if raw else 0.3,
-                                                  log_gamma=lg, ledger=packed((leaves[3], leaves[4])))
-            after = after.packed
+            sums = causal_attention(phi_q, phi_k, leaves[2], chunk_size=8, eps=NO_EPS if raw else 0.3, log_gamma=lg,
+                                    ledger=packed((leaves[3], leaves[4])))
+            out, second, after = sums.out, sums.normaliser, sums.ledger.packed
         else:
             num, den, (S, z) = chunked_form(phi_q, phi_k, leaves[2], causal=True, chunk_size=8, log_gamma=lg,
                                             ledger=(leaves[3], leaves[4]))

@@ -4,7 +4,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.feature_maps import bad_values_reach_the_sums, elu_plus_one, identity, query_key_features, relu
+from course_lib.feature_maps import (
+    bad_values_reach_the_sums,
+    elu_plus_one,
+    identity,
+    into_buffers,
+    query_key_features,
+    relu,
+)
 
 
 def test_elu_plus_one_is_x_plus_one_above_zero_and_exp_below():
@@ -100,3 +107,10 @@ def test_only_a_map_that_keeps_bad_values_bad_skips_the_input_checksum():
     assert bad_values_reach_the_sums(elu_plus_one)
     assert not torch.isfinite(elu_plus_one(bad)).any() and (elu_plus_one(good) >= 0).all()
     assert not bad_values_reach_the_sums(relu) and relu(bad)[1] == 0
+
+
+def test_only_elu_plus_one_writes_into_buffers_and_it_gives_the_same_features():
+    x = torch.linspace(-50.0, 50.0, 101, dtype=torch.float64)
+    out, scratch = torch.empty_like(x), torch.empty_like(x)
+    assert into_buffers(elu_plus_one)(x, out, scratch) is out and torch.equal(out, elu_plus_one(x))
+    assert into_buffers(relu) is None and into_buffers(identity) is None

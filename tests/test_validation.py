@@ -1,14 +1,24 @@
 """The validation contract (the interview reference's): bad input raises a ValueError that says what is wrong."""
 
 import math
+import sys
 
+import numpy as np
 import pytest
 import torch
 
+from course_lib import validation
 from course_lib.attention import kernel_attention, linear_attention, softmax_attention
 from course_lib.device import seeded_qkv
 from course_lib.state import LinearAttentionState
-from course_lib.validation import all_finite
+from course_lib.validation import (
+    ArgumentTypeError,
+    all_finite,
+    check_choice,
+    check_flag,
+    check_int,
+    check_number,
+)
 
 
 def stream(q, k, v, **kwargs):
@@ -168,3 +178,67 @@ def test_require_one_query_names_the_argument_that_does_not_fit():
         require_one_query(query, keys, torch.zeros(2, 2))
     with pytest.raises(TypeError, match="keys must be a torch.Tensor"):
         require_one_query(query, [[0.0] * 4], values)
+
+
+SCALARS = {
+    "flag": (lambda: check_flag("causal", 1), ArgumentTypeError, r"causal must be True or False, got 1"),
+    "int_bool": (lambda: check_int("n", True), ArgumentTypeError, r"n must be a positive int, got True"),
+    "int_low": (lambda: check_int("tokens", -1, at_least=0), ValueError, r"tokens must be an int >= 0, got -1"),
+    "int_optional": (lambda: check_int("chunk_size", 0, optional=True), ValueError,
+                     r"chunk_size must be a positive int or None, got 0"),
+    "number_nan": (lambda: check_number("eps", math.nan, at_least=0), ValueError,
+                   r"eps must be a finite number >= 0, got nan"),
+    "number_unit": (lambda: check_number("timeout", 0, above=0, unit="seconds"), ValueError,
+                    r"timeout must be a finite number of seconds > 0, got 0"),
+    "number_str": (lambda: check_number("scale", "1", above=0, meaning="the spread σ"), ArgumentTypeError,
+                   r"scale must be a finite number > 0 \(the spread σ\), got '1'"),
+    "choice": (lambda: check_choice("method", "fast", ("auto", "chunked")), ValueError,
+               r"method must be one of \('auto', 'chunked'\), got 'fast'"),
+}
+
+
+@pytest.mark.parametrize("call, error, message", SCALARS.values(), ids=SCALARS.keys())
+def test_scalar_options_are_refused_in_one_message_style(call, error, message):
+    with pytest.raises(error, match=f"^{message}$"):
+        call()
+
+
+def test_scalar_options_that_fit_come_back_as_python_numbers():
+    assert check_int("n", np.int64(3)) == 3 and type(check_int("n", np.int64(3))) is int
+    assert check_number("x", 2) == 2.0 and check_int("chunk_size", None, optional=True) is None
+
+
+def validation_entries(call) -> int:
+    """How many times ``call()`` enters ``course_lib.validation`` from outside it.
+
+    A call counts when the function runs from validation.py and its caller does not (calls inside the
+    module are one entry's work); frames of generated code (a dataclass's ``__init__``, file "<string>")
+    are looked through to the caller that made them.
+    """
+    inside = validation.__file__
+    entries = 0
+
+    def watch(frame, event, arg):
+        nonlocal entries
+        if event != "call" or frame.f_code.co_filename != inside:
+            return
+        caller = frame.f_back
+        while caller is not None and caller.f_code.co_filename.startswith("<"):
+            caller = caller.f_back
+        entries += caller is None or caller.f_code.co_filename != inside
+
+    sys.setprofile(watch)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return entries
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "non_causal"])
+@pytest.mark.parametrize("method", ["auto", "chunked"])
+def test_linear_attention_enters_validation_twice_at_most(causal, method):
+    """One check of every input before the arithmetic, one of the result: not a check per layer of calls."""
+    q, k, v = inputs(n=12)
+    entries = validation_entries(lambda: linear_attention(q, k, v, causal=causal, method=method))
+    assert entries <= 2, f"linear_attention(causal={causal}, method={method!r}) entered validation {entries} times"

@@ -110,9 +110,9 @@ def test_scale_sharpens_softmax():
     "kwargs, message",
     [
         ({"mode": "cosine"}, "mode must be one of"),
-        ({"n": 0}, "n must be an int >= 1"),
-        ({"d": 2.5}, "d must be an int >= 1"),
-        ({"m": True}, "m must be an int >= 1"),
+        ({"n": 0}, "n must be a positive int"),
+        ({"d": 2.5}, "d must be a positive int"),
+        ({"m": True}, "m must be a positive int"),
         ({"seed": -1}, "seed must be an int >= 0"),
         ({"scale": 0.0}, "scale must be a finite number > 0"),
     ],

@@ -17,13 +17,9 @@ for orthogonal keys (notebook 05, §capacity).
 
 import torch
 
+from course_lib.validation import check_ints
+
 IGNORE = -100  # the target of a position that is not scored
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
 
 
 def mqar(
@@ -35,9 +31,7 @@ def mqar(
     every key once: seq_len ≥ 3·num_pairs. Deterministic given a CPU ``generator`` (the examples
     are drawn on the CPU; move them with ``.to(device)``).
     """
-    for name, value in (("batch_size", batch_size), ("num_pairs", num_pairs), ("seq_len", seq_len),
-                        ("vocab_size", vocab_size)):
-        _positive_int(name, value)
+    check_ints(batch_size=batch_size, num_pairs=num_pairs, seq_len=seq_len, vocab_size=vocab_size)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     if seq_len < 3 * num_pairs:

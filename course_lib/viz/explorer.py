@@ -20,6 +20,7 @@ import os
 import ipywidgets as widgets
 from IPython.display import Image, display
 
+from course_lib.validation import check_choice
 from course_lib.viz import draw
 from course_lib.viz.panels import DEFAULT_SCALE, ELU, MODES, RECURRENT, all_panels, check_settings
 
@@ -105,9 +106,7 @@ def resolve_static(static: bool | None) -> bool | None:
     if static is not None:
         return bool(static)
     choice = os.environ.get("COURSE_EXPLORER", "both").strip().lower()
-    if choice not in DISPLAY_CHOICES:
-        raise ValueError(f"COURSE_EXPLORER must be one of {tuple(DISPLAY_CHOICES)}, got {choice!r}")
-    return DISPLAY_CHOICES[choice]
+    return DISPLAY_CHOICES[check_choice("COURSE_EXPLORER", choice, tuple(DISPLAY_CHOICES))]
 
 
 def widget_bundle(explorer: Explorer) -> dict:

@@ -30,6 +30,7 @@ from course_lib.feature_maps import elu_plus_one
 from course_lib.cost import feature_map_macs, macs_linear, macs_softmax
 from course_lib.measure import relative_error
 from course_lib.random_features import PerformerFeatures
+from course_lib.validation import check_choice, check_int, check_ints, check_number
 
 MODES = ("softmax", "linear (elu+1)", "Performer", "causal recurrent")
 SOFTMAX, ELU, PERFORMER, RECURRENT = MODES
@@ -39,13 +40,10 @@ DEFAULT_SCALE = 0.6
 
 def check_settings(mode: str, n: int, d: int, m: int, seed: int, scale: float = DEFAULT_SCALE) -> None:
     """Raise ValueError naming the first bad setting."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    for name, value, low in (("n", n, 1), ("d", d, 1), ("m", m, 1), ("seed", seed, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
-        raise ValueError(f"scale must be a finite number > 0 (the spread σ of q and k), got {scale!r}")
+    check_choice("mode", mode, MODES)
+    check_ints(n=n, d=d, m=m)
+    check_int("seed", seed, at_least=0)
+    check_number("scale", scale, above=0, meaning="the spread σ of q and k")
 
 
 def is_causal(mode: str, causal: bool) -> bool:
@@ -254,8 +252,7 @@ def complexity_panel(mode: str, n: int, d: int, m: int, causal: bool, *, itemsiz
     costs N / crossover_n times the linear one (``ratio``).
     """
     check_settings(mode, n, d, m, seed=0)
-    if isinstance(itemsize, bool) or not isinstance(itemsize, int) or itemsize < 1:
-        raise ValueError(f"itemsize must be a positive int (bytes per entry), got {itemsize!r}")
+    check_int("itemsize", itemsize, meaning="bytes per entry")
     f = feature_count(mode, d, m)
     crossover = crossover_n(mode, d, m)
     ns = default_ns(n, crossover)

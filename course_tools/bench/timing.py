@@ -37,6 +37,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from course_lib.measure import time_call
+from course_lib.validation import check_int
 
 CPU_MEMORY_METHOD = (
     "torch.profiler(profile_memory=True): max running sum of the time-ordered [memory] "
@@ -130,8 +131,7 @@ def time_repeats(fn: Callable[[], object], device: torch.device, *, repeats: int
     call longer than ``min_run_time`` singly, a shorter one as a median of blocks. The spread
     of the repeats is what re-running the measurement would show.
     """
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    check_int("repeats", repeats)
     single = warm_up_call(fn, device, min_run_time=min_run_time)
     return [time_once(fn, device, min_run_time=min_run_time, single_call=single) for _ in range(repeats)]
 
