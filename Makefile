@@ -44,7 +44,7 @@ lab: install
 # a module's fixtures in one process. On the 2-core CPU this took make test from ~330 s to ~290 s.
 # PYTEST_JOBS=0 runs in one process.
 # The graded-batch tests need bubblewrap (Debian's bubblewrap, installed here when missing and
-# apt-get can run); without it they run against the weaker fallback and skip what it cannot do.
+# apt-get can run); without it they grade with --unsafe-no-sandbox and skip what only the sandbox stops.
 PYTEST_JOBS ?= 2
 test: install-dev
 	-bash .ci/apt_install bwrap bubblewrap

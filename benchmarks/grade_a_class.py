@@ -3,8 +3,11 @@
     .venv/bin/python benchmarks/grade_a_class.py > benchmarks/results/grade_a_class_cpu.txt
 
 The class (ex01 and ex11): 12 correct, 8 stubs, 4 wrong (a mutant each), 2 endless cells, 4
-hostile (from tests/attacks.py). It is graded with ``--jobs 2``, then one correct notebook is
-graded alone with bubblewrap and with the fallback, three times each, to price the sandbox.
+hostile (from tests/attacks.py); each file name holds its exercise's id, which is how the grader
+tells them apart. It is graded with ``--jobs 2``, then one correct notebook is graded alone with
+bubblewrap and with ``--unsafe-no-sandbox``, three times each, to price the sandbox. Without
+bubblewrap the class is graded with ``--unsafe-no-sandbox`` (the grader refuses otherwise),
+which the output says.
 """
 
 import shutil
@@ -62,7 +65,7 @@ def write_class(folder: Path) -> dict[str, str]:
     for name in ("stack_frames.ipynb", "orphans.ipynb", "model_answer.ipynb", "classmates.ipynb"):
         hostile = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c.strip()) for c in ATTACKS[name]])
         hostile.metadata["course_lib"] = {"exercise": "ex01_softmax_attention", "function": "softmax_attention"}
-        nbformat.write(hostile, folder / f"hostile_{name}")
+        nbformat.write(hostile, folder / f"hostile_{Path(name).stem}_ex01.ipynb")
         kinds[f"hostile_{name}"] = "hostile"
     return kinds
 
@@ -80,12 +83,13 @@ def main() -> None:
         kinds = write_class(folder)
         print(f"{len(kinds)} submissions: " + ", ".join(f"{sum(k == kind for k in kinds.values())} {kind}"
                                                        for kind in dict.fromkeys(kinds.values())))
-        print(f"sandbox: {'bubblewrap ' + str(bubblewrap()) if bubblewrap() else 'fallback (no bubblewrap)'}")
-        seconds, table = grade([folder], "--jobs", "2")
+        unsafe = () if bubblewrap() else ("--unsafe-no-sandbox",)
+        print(f"sandbox: {'bubblewrap ' + str(bubblewrap()) if bubblewrap() else 'NONE (--unsafe-no-sandbox)'}")
+        seconds, table = grade([folder], "--jobs", "2", *unsafe)
         print(f"\nclass of {len(kinds)}, --jobs 2: {seconds:.0f} s wall, {seconds / len(kinds):.1f} s per submission")
         print(table)
         one = next(folder.glob("correct_00_*.ipynb"))
-        for label, extra in (("bubblewrap", ()), ("fallback", ("--no-bubblewrap",))):
+        for label, extra in (("bubblewrap", ()), ("no sandbox", ("--unsafe-no-sandbox",))):
             if label == "bubblewrap" and not bubblewrap():
                 continue
             times = sorted(grade([one], *extra)[0] for _ in range(3))

@@ -9,6 +9,7 @@ call them, and travel in the student copy (``workshop.release.INCLUDED``):
   a student's function; ``grade``: the batch command over a folder of notebooks.
 * ``bench``: the benchmark (``python -m course_tools.bench``), whose sweep notebook 08 runs live.
 * ``doctor``: the participants' pre-flight check (``python -m course_tools.doctor``).
+* ``cgroups``: memory and task limits on a whole process tree, for the grader's sandbox (and the hub).
 
 The rest is the instructor's and maintainer's alone:
 

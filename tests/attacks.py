@@ -1,19 +1,44 @@
 """Hostile submissions: every way a student was found to earn points without solving the exercise.
 
-``ATTACKS`` maps a submission's file name to the code cells of its notebook (ex01: write
-``softmax_attention``; the exercise stub scores 0). ``tests/test_attacks.py`` grades them in
+``ATTACKS`` maps an attack's name to the code cells of its notebook (ex01: write
+``softmax_attention``; the exercise stub scores 0; the test hands each in as ``<name>_ex01.ipynb``,
+since the grader reads the exercise from the file name). ``tests/test_attacks.py`` grades them in
 one batch beside honest submissions and checks that none earns more than its honest
 equivalent — the stub, or for the attacks in ``ANSWER_ZEROS``, which hand in zeros and cheat
 to have them accepted, an honest submission of zeros (0/10: the right shape, and nothing
 leaks from the future, but a property's points need an answer computed from q, k and v) — and that none changes another submission's score, the
 instructor's files or the installation, and the batch ends in time. Each attack is from
-issue 13's list; the comment names what it tried.
+issue 13's or issue 25's list; the comment names what it tried.
+
+Some attacks need a place outside the submission, which the test sets up and names through
+``string.Template`` fields: ``$repo`` (this clone's root, with its ``.git``), ``$earlier`` (an
+earlier batch stored inside the clone, holding a classmate's honest notebook) and
+``$credentials`` (a fake credentials file in a hidden folder). ``COUNTED`` attacks report what
+they got in their function's error, ``"<what> got N"``, which the test compares with the limits.
 """
 
 MARKER = "course-attack-7731"  # in the command line of every process an attack leaves behind
 
 STUB = "def softmax_attention(q, k, v, causal=False):\n    raise NotImplementedError('ex01: not solved')"
 ZEROS = "def softmax_attention(q, k, v, causal=False):\n    return torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype)"
+
+
+
+def fill(folder: str, mib: int, what: str) -> str:
+    """A cell writing ``mib`` MiB into ``folder`` in 16 MiB files, whose function says how many it got."""
+    return f"""
+import glob, os
+try:
+    for index in range({mib // 16}):
+        with open(f"{folder}/fill{{index}}.bin", "wb") as file:
+            file.write(b"z" * (16 << 20))
+except OSError:
+    pass
+got = sum(os.path.getsize(path) for path in glob.glob("{folder}/fill*.bin")) >> 20
+def softmax_attention(q, k, v, causal=False):
+    raise RuntimeError(f"{what} got {{got}}")
+"""
+
 
 ATTACKS: dict[str, list[str]] = {
     # the grader's stack frames held the precomputed answer key
@@ -157,5 +182,117 @@ try:
 except OSError:
     reached = False
 """, "if reached:\n    raise SystemExit('the network was reachable')\n" + STUB],
+    # the clone's root bound back (for the editable install): its git history holds the model solution and
+    # the quiz key, .git/config and the root's listing what else is there
+    "clone_git.ipynb": ["""
+import json, os, subprocess
+read, solution = [], None
+for what in ("solutions/quiz_key.json", "solutions/ex01_softmax_attention.ipynb"):
+    shown = subprocess.run(["git", "-C", "$repo", "show", f"HEAD:{what}"], capture_output=True, text=True)
+    if shown.returncode == 0:
+        read.append(f"git {what}")
+        if what.endswith(".ipynb"):
+            cells = json.loads(shown.stdout)["cells"]
+            solution = "\\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code" and "def softmax_attention" in "".join(c["source"]))
+for path in ("$repo/.git/config", "$repo/solutions/quiz_key.json"):
+    try:
+        open(path).read()
+        read.append(path)
+    except OSError:
+        pass
+try:
+    extra = set(os.listdir("$repo")) - {"course_lib", "course_tools", ".venv"}  # the course's packages may show
+    if extra:
+        read.append(f"the clone's root lists {sorted(extra)}")
+except OSError:
+    pass
+""", "if solution:\n    exec('import math, torch\\n' + solution)\nelse:\n    def softmax_attention(q, k, v, causal=False):\n"
+        "        raise RuntimeError(f'read {read or \"nothing\"}')"],
+    # an earlier batch stored in the clone (submissions/week1/): a classmate's notebook read and its code run
+    "earlier_batch.ipynb": ["""
+import glob, json
+read, taken = [], None
+for path in glob.glob("$earlier/**/*.ipynb", recursive=True) + glob.glob("$repo/submissions/**/*.ipynb", recursive=True):
+    try:
+        cells = json.load(open(path))["cells"]
+    except OSError:
+        continue
+    read.append(path)
+    taken = taken or "\\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code" and "def softmax_attention" in "".join(c["source"]))
+""", "if taken:\n    exec('import math, torch\\n' + taken)\nelse:\n    def softmax_attention(q, k, v, causal=False):\n"
+        "        raise RuntimeError(f'read {read or \"nothing\"}')"],
+    # the log reopened by name on the host: .course_grading.log made a link to a hidden file, then a crash
+    # during a test, so that the grader copies "its last output" into the feedback
+    "log_symlink.ipynb": ["""
+import os
+if os.path.lexists(".course_grading.log"):
+    os.remove(".course_grading.log")
+os.symlink("$credentials", ".course_grading.log")
+def softmax_attention(q, k, v, causal=False):
+    os._exit(3)
+"""],
+    # the grader's environment (an LMS token) and its uid (root) inherited: both printed and raised
+    "environment.ipynb": ["""
+import os
+print(dict(os.environ))
+def softmax_attention(q, k, v, causal=False):
+    found = {name: value for name, value in os.environ.items() if any(w in name for w in ("TOKEN", "SECRET", "KEY"))}
+    raise RuntimeError(f"uid={os.getuid()} gid={os.getgid()} secrets={found} names={','.join(sorted(os.environ))}")
+"""],
+    # a fork bomb: 1,500 processes, counted (the kernel ignores the process limit for root)
+    "fork_bomb.ipynb": [f"""
+import os, signal
+children = []
+for _ in range(1500):
+    try:
+        children.append(os.posix_spawn("/bin/sleep", ["{MARKER}", "3600"], {{}}))
+    except OSError:
+        break
+got = len(children)
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+def softmax_attention(q, k, v, causal=False):
+    raise RuntimeError(f"processes got {{got}}")
+"""],
+    # three children holding 1.5 GiB each: 4.5 GiB together, under every per-process limit; counted: how
+    # many held their 1.5 GiB at once
+    "memory_children.ipynb": ["""
+import os, time
+size, reports = 3 << 29, os.pipe()
+pids = []
+for index in range(3):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            block = bytearray(size)
+            block[::4096] = b"x" * len(range(0, size, 4096))  # every page touched
+            os.write(reports[1], bytes([index]))
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    pids.append(pid)
+""", """
+import select
+reported, ended, end = set(), set(), time.monotonic() + 8
+reap = lambda: {index for index, pid in enumerate(pids) if index not in ended and os.waitpid(pid, os.WNOHANG)[0]}
+while len(reported | ended) < 3 and time.monotonic() < end:  # each child holds its block, or was killed
+    if select.select([reports[0]], [], [], 0.1)[0]:
+        reported |= set(os.read(reports[0], 3))
+    ended |= reap()
+time.sleep(1)
+ended |= reap()
+got = len(reported - ended)
+for index in set(range(3)) - ended:
+    os.kill(pids[index], 9)
+def softmax_attention(q, k, v, causal=False):
+    raise RuntimeError(f"children holding 1.5 GiB at once got {got} (held {sorted(reported)}, ended {sorted(ended)})")
+"""],
+    # 384 MiB written to its folder (on the host's disk, before the folder was a capped tmpfs)
+    "disk_fill.ipynb": [fill(".", 384, "MiB in its folder")],
+    # 1 GiB written into /dev/shm (uncapped, unlike /tmp)
+    "shm_fill.ipynb": [fill("/dev/shm", 1024, "MiB in /dev/shm")],
 }
 ANSWER_ZEROS = {"stack_frames.ipynb", "patched_torch.ipynb", "patched_grader.ipynb", "tensor_subclass.ipynb"}
+COUNTED = {"fork_bomb.ipynb": "processes", "memory_children.ipynb": "children holding 1.5 GiB at once",
+           "disk_fill.ipynb": "MiB in its folder", "shm_fill.ipynb": "MiB in /dev/shm"}

@@ -4,10 +4,18 @@ Every file is written atomically (to a temporary name in the same folder, then r
 only after every sandbox of the batch is dead, so a submission cannot race the reports.
 
 Columns of ``scores.csv`` (one row per notebook; imports into a spreadsheet or an LMS gradebook):
-``file`` (the submitted path), ``exercise`` (its id, "?" when unknown), ``score``, ``max``,
-``status`` ("graded", or "not graded" when its tests could not run) and ``reason`` (why not,
-or what stopped the run; cell errors follow). ``tests.csv`` has one row per notebook and test:
-``file, exercise, test, points, max_points, passed, feedback``.
+``file`` (its path below the folder given), ``exercise`` (its id, "?" when unknown), ``score``,
+``max``, ``status`` ("graded", or "not graded" when its tests could not run), ``reason`` (why
+not, or what stopped the run, a metadata mismatch; cell errors follow) and ``review`` (why a
+person should read its code, ``review.review``; empty when nothing was found). ``tests.csv``
+has one row per notebook and test: ``file, exercise, test, points, max_points, passed, feedback``.
+
+Text from a submission is capped before it gets here (``notebooks.capped``). In both CSVs a text
+cell that a spreadsheet would run as a formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab
+or a carriage return) gets a leading ``'`` (OWASP's rule for CSV injection); the numbers the
+grader writes (``score``, ``max``, ``points``, ``max_points``) are never negative, so stay numbers.
+In Markdown, submitted text is shown as text: ``&``, ``<``, ``>``, ``[``, ``]``, ``|`` and the
+backslash escaped, newlines as spaces, so it cannot add HTML, links, images or table cells.
 """
 
 import csv
@@ -20,8 +28,14 @@ from pathlib import Path
 
 from course_tools.grading.notebooks import NotebookGrade, clean
 
-SCORE_COLUMNS = ("file", "exercise", "score", "max", "status", "reason")
+SCORE_COLUMNS = ("file", "exercise", "score", "max", "status", "reason", "review")
 TEST_COLUMNS = ("file", "exercise", "test", "points", "max_points", "passed", "feedback")
+NUMBER_COLUMNS = ("score", "max", "points", "max_points")  # written by the grader, never negative
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+MARKDOWN = {"\\": "\\\\", "&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]", "|": "\\|",
+            "\n": " ", "\r": " "}
+SEPARATOR_LIKE = re.compile(r"^_|_$|_(?=_)|(?<=_)_")  # an underscore that could be read as part of "__"
+MAX_NAME_BYTES = 200
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -37,11 +51,22 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+def spreadsheet_safe(text: str) -> str:
+    """``text`` as a spreadsheet cell that shows it, never runs it: a leading ``'`` where it starts like a formula."""
+    return f"'{text}" if text.startswith(FORMULA_START) else text
+
+
+def markdown_text(text: str) -> str:
+    """``text`` (cleaned) as literal Markdown text on one line: no HTML, link, image or table cell can come of it."""
+    return "".join(MARKDOWN.get(char, char) for char in clean(text))
+
+
 def _csv(columns: tuple[str, ...], rows: list[dict]) -> bytes:
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=columns)
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({key: value if key in NUMBER_COLUMNS else spreadsheet_safe(value) for key, value in row.items()}
+                     for row in rows)
     return text.getvalue().encode("utf-8")
 
 
@@ -51,27 +76,29 @@ def reason(grade: NotebookGrade) -> str:
 
 
 def score_rows(grades: list[NotebookGrade]) -> list[dict[str, str]]:
-    return [{"file": str(g.path), "exercise": g.exercise, "score": str(g.score), "max": str(g.max_score),
-             "status": g.status, "reason": reason(g)} for g in grades]
+    return [{"file": g.shown, "exercise": g.exercise, "score": str(g.score), "max": str(g.max_score),
+             "status": g.status, "reason": reason(g), "review": "; ".join(g.review)} for g in grades]
 
 
 def test_rows(grades: list[NotebookGrade]) -> list[dict[str, str]]:
-    return [{"file": str(g.path), "exercise": g.exercise, "test": t.name, "points": str(t.points),
+    return [{"file": g.shown, "exercise": g.exercise, "test": t.name, "points": str(t.points),
              "max_points": str(t.max_points), "passed": str(t.passed).lower(), "feedback": clean(t.feedback)}
             for g in grades if g.result for t in g.result.tests]
 
 
 def feedback_markdown(grade: NotebookGrade) -> str:
     """The file handed back to one student: each test, its points and what was wrong."""
-    lines = [f"# {grade.path.name}: {grade.exercise}", "", f"**Score: {grade.score}/{grade.max_score}** ({grade.status})", ""]
+    lines = [f"# {markdown_text(grade.shown)}: {grade.exercise}", "",
+             f"**Score: {grade.score}/{grade.max_score}** ({grade.status})", ""]
     if grade.result:
         lines += ["| test | points | feedback |", "|---|---|---|"]
         for test in grade.result.tests:
             mark = "✓" if test.passed else "✗"
-            text = clean(test.feedback).replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| {mark} {test.name} | {test.points}/{test.max_points} | {text} |")
+            lines.append(f"| {mark} {test.name} | {test.points}/{test.max_points} | {markdown_text(test.feedback)} |")
     if reason(grade):
-        lines += ["", f"Note: {reason(grade)}"]
+        lines += ["", f"Note: {markdown_text(reason(grade))}"]
+    if grade.review:
+        lines += ["", f"**Needs review** (a person will read this code): {markdown_text('; '.join(grade.review))}"]
     return "\n".join(lines) + "\n"
 
 
@@ -103,9 +130,10 @@ def group_mistakes(mistakes: list[str]) -> Counter:
     return shown
 
 
-def summary_markdown(grades: list[NotebookGrade]) -> str:
-    """Per exercise: score distribution, per-test pass rates and the three most common mistakes."""
-    lines = ["# Class summary", ""]
+def summary_markdown(grades: list[NotebookGrade], sandbox: str = "") -> str:
+    """The sandbox the batch ran in; per exercise: score distribution, per-test pass rates and the three
+    most common mistakes; then the notebooks that need review."""
+    lines = ["# Class summary", "", *([f"Sandbox: {markdown_text(sandbox)}", ""] if sandbox else [])]
     for exercise in sorted({g.exercise for g in grades}):
         group = [g for g in grades if g.exercise == exercise]
         graded = [g for g in group if g.result]
@@ -117,9 +145,14 @@ def summary_markdown(grades: list[NotebookGrade]) -> str:
         for index, test in enumerate(graded[0].result.tests):
             results = [g.result.tests[index] for g in graded]
             counts = group_mistakes([mistake(r.feedback) for r in results if not r.passed])
-            common = "; ".join(f"{n}/{len(results)}: {text}" for text, n in counts.most_common(3)).replace("|", "\\|")
+            common = markdown_text("; ".join(f"{n}/{len(results)}: {text}" for text, n in counts.most_common(3)))
             lines.append(f"| {test.name} | {sum(r.passed for r in results)}/{len(results)} | {common} |")
         lines.append("")
+    flagged = [g for g in grades if g.review]
+    if flagged:
+        lines += ["## Needs review", "", f"{len(flagged)} notebooks whose code may reach the model answer around "
+                  "the block by name (flagged, not scored):", ""]
+        lines += [f"- {markdown_text(g.shown)}: {markdown_text('; '.join(g.review))}" for g in flagged] + [""]
     return "\n".join(lines)
 
 
@@ -141,9 +174,35 @@ def histogram_png(grades: list[NotebookGrade]) -> bytes:
     return buffer.getvalue()
 
 
-def write_reports(grades: list[NotebookGrade], *, csv_path: Path | None, out: Path | None) -> list[Path]:
-    """Write ``csv_path`` (the class CSV) and, under ``out``, tests.csv, summary.md, scores.png and
-    feedback/<notebook>.md; the paths written."""
+def feedback_names(names: list[str]) -> list[str]:
+    """A file name for each notebook's feedback, from its path below the folder given; all different.
+
+    ``/`` becomes ``__``; an underscore that could be read as part of one (doubled, or at either
+    end of a folder's or the file's name) is written ``%5F``, and ``%`` itself ``%25``, so two
+    paths give two names (``alice/hw_ex01`` → ``alice__hw_ex01.md``, ``alice_hw/ex01`` →
+    ``alice_hw__ex01.md``). A name that still meets an earlier one (cut to 200 bytes, or differing
+    only in case, which a case-insensitive file system merges) gets ``-2``, ``-3``, …: no feedback
+    file is written twice.
+    """
+    taken, result = set(), []
+    for name in names:
+        parts = name.split("/")
+        parts[-1] = parts[-1].removesuffix(".ipynb")
+        stem = "__".join(SEPARATOR_LIKE.sub("%5F", part.replace("%", "%25")) for part in parts) or "notebook"
+        stem = stem.encode()[:MAX_NAME_BYTES].decode(errors="ignore")
+        candidate, count = stem, 1
+        while candidate.casefold() in taken:
+            count += 1
+            candidate = f"{stem}-{count}"
+        taken.add(candidate.casefold())
+        result.append(f"{candidate}.md")
+    return result
+
+
+def write_reports(grades: list[NotebookGrade], *, csv_path: Path | None, out: Path | None,
+                  sandbox: str = "") -> list[Path]:
+    """Write ``csv_path`` (the class CSV) and, under ``out``, scores.csv, tests.csv, summary.md (naming
+    ``sandbox``), scores.png and feedback/<notebook>.md (``feedback_names``); the paths written."""
     written = []
     if csv_path is not None:
         write_atomically(csv_path, _csv(SCORE_COLUMNS, score_rows(grades)))
@@ -151,11 +210,10 @@ def write_reports(grades: list[NotebookGrade], *, csv_path: Path | None, out: Pa
     if out is not None:
         files = {out / "scores.csv": _csv(SCORE_COLUMNS, score_rows(grades)),
                  out / "tests.csv": _csv(TEST_COLUMNS, test_rows(grades)),
-                 out / "summary.md": summary_markdown(grades).encode(), out / "scores.png": histogram_png(grades)}
-        names = Counter(g.path.stem for g in grades)
-        for grade in grades:
-            stem = grade.path.stem if names[grade.path.stem] == 1 else "_".join(grade.path.parts[-2:])
-            files[out / "feedback" / f"{Path(stem).stem}.md"] = feedback_markdown(grade).encode()
+                 out / "summary.md": summary_markdown(grades, sandbox).encode(),
+                 out / "scores.png": histogram_png(grades)}
+        for grade, name in zip(grades, feedback_names([g.shown for g in grades]), strict=True):
+            files[out / "feedback" / name] = feedback_markdown(grade).encode()
         for path, data in files.items():
             write_atomically(path, data)
         written += list(files)

@@ -9,7 +9,6 @@ deadlock) with resource limits; the batch command adds the bubblewrap sandbox
 (``sandbox``). A time limit kills the process tree; finished tests keep their verdicts.
 """
 
-import math
 import shutil
 import sys
 import sysconfig
@@ -21,9 +20,17 @@ from types import ModuleType
 import cloudpickle
 import torch
 
-from course_tools.grading.core import GraderTest, run_test
+from course_lib.validation import check_number
+from course_tools.grading.core import GraderTest, run_test, shorten
 from course_tools.grading.registry import Exercise, load_exercise
-from course_tools.grading.remote import AnswerServer, RunStopped, TimeLimit, private_folder, self_study_sandbox
+from course_tools.grading.remote import (
+    AnswerServer,
+    GraderFailed,
+    RunStopped,
+    TimeLimit,
+    private_folder,
+    self_study_sandbox,
+)
 from course_tools.grading.results import GradeResult, TestResult
 from course_tools.grading.sandbox import Sandbox
 
@@ -41,8 +48,7 @@ def grade(exercise_id: str, fn: Callable, *, timeout: float = 60.0, isolated: bo
     exercise = load_exercise(exercise_id)
     if not callable(fn):
         raise TypeError(f"fn must be the function to grade, got {type(fn).__name__}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0 or math.isinf(timeout):
-        raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
+    check_number("timeout", timeout, above=0, unit="seconds")
     if not isolated:
         return GradeResult(exercise.id, [run_test(test, fn) for test in exercise.tests])
     try:
@@ -68,7 +74,21 @@ def run_tests(exercise: Exercise, spec: dict, sandbox: Sandbox, *, timeout: floa
     load has a limit of its own and the tests' clock starts when the function is ready, else
     ``timeout`` bounds both. Returns the result and the notes the submission's process reported
     while loading (a notebook's cell errors). The process tree is dead when this returns.
+
+    A failure of the grader itself on this submission (its process cannot start, ``MemoryError``,
+    a bug) is this submission's result, every test 0 and "not graded" with the reason, never an
+    exception: ``check()`` reports it and a batch goes on with the next notebook.
     """
+    try:
+        return _run_tests(exercise, spec, sandbox, timeout=timeout, load_timeout=load_timeout)
+    except (Exception, GraderFailed) as error:  # noqa: BLE001 - one submission's failure, not the caller's
+        cause = error.__cause__ if isinstance(error, GraderFailed) else error
+        what = ": ".join(part for part in (type(cause).__name__, str(cause)) if part)  # MemoryError has no message
+        return not_run(exercise, shorten(f"the grader could not grade this submission: {what}")), []
+
+
+def _run_tests(exercise: Exercise, spec: dict, sandbox: Sandbox, *, timeout: float,
+               load_timeout: float | None) -> tuple[GradeResult, list[str]]:
     limit = timeout if load_timeout is None else load_timeout
     try:
         server = AnswerServer(spec, sandbox, deadline=time.monotonic() + limit)

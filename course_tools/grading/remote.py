@@ -10,7 +10,9 @@ comparison stay in the grader's process; the submission's process never sees eit
 A student's exception comes back as an exception of the same name (a subclass of the
 builtin one where there is one, so hints that recognise it still work); the end of the
 time limit raises ``TimeLimit`` and a dead process ``ProcessEnded``, both BaseExceptions so
-the grader tests' ``except Exception`` cannot mistake them for the student's own errors.
+the grader tests' ``except Exception`` cannot mistake them for the student's own errors. An
+answer beyond ``wire``'s limits ends the run as ``ProcessEnded``; the grader failing to read
+one (``MemoryError``) raises ``GraderFailed``, also a BaseException.
 """
 
 import builtins
@@ -24,7 +26,7 @@ from pathlib import Path
 import torch
 
 from course_tools.grading import wire
-from course_tools.grading.sandbox import Limits, Sandbox, kill_tree
+from course_tools.grading.sandbox import Limits, Sandbox
 
 SERVER = [sys.executable, "-m", "course_tools.grading.answers"]
 LOG_TAIL_CHARS = 400
@@ -50,6 +52,11 @@ class ProcessEnded(RunStopped):
     """The submission's process ended (or broke the channel) before answering."""
 
 
+class GraderFailed(BaseException):
+    """The grader itself failed while reading an answer (its ``__cause__``, e.g. ``MemoryError``): not the
+    student's error, so ``isolation.run_tests`` reports the submission as not graded."""
+
+
 def rebuild_exception(type_name: str, message: str) -> StudentRaised:
     """An exception named ``type_name`` carrying ``message`` (builtin names keep their builtin base class)."""
     name = type_name if type_name.isidentifier() else "Exception"
@@ -69,12 +76,12 @@ class AnswerServer:
 
     def __init__(self, spec: dict, sandbox: Sandbox, *, deadline: float):
         self.sandbox, self.deadline, self.notes, self.name = sandbox, deadline, [], "your function"
-        self.log = sandbox.workdir / ".course_grading.log"
         to_server, self._to_server = os.pipe()
         self._from_server, from_server = os.pipe()
         try:
             argv = [*SERVER, str(to_server), str(from_server)]  # the channel's fd numbers, as the child has them
-            self.process = sandbox.start(argv, pass_fds=(to_server, from_server), log=self.log)
+            self.run = sandbox.start(argv, pass_fds=(to_server, from_server))  # its output: a file only we hold
+            self.process = self.run.process
         finally:
             os.close(to_server)
             os.close(from_server)
@@ -84,13 +91,17 @@ class AnswerServer:
         except wire.WireError as error:
             self.close()
             raise ProcessEnded(f"the process running your function wrote something that is not an answer ({error})")
+        except BaseException:  # a time limit, an ended process, the grader's own failure: the tree and its cgroup go
+            self.close()
+            raise
         if reply[0] == "failed":
             self.close()
             raise ProcessEnded(f"the process running your function could not load it: {reply[1]}")
         if len(reply) != 3 or not isinstance(reply[1], str) or not all(isinstance(n, str) for n in reply[2]):
             self.close()
             raise ProcessEnded("the process running your function sent a malformed 'ready'")
-        _, self.name, self.notes = reply
+        _, self.name, notes = reply
+        self.notes = [*self.run.notes, *notes]  # a limit the platform could not set, then the notebook's own
 
     def __enter__(self) -> "AnswerServer":
         return self
@@ -100,8 +111,7 @@ class AnswerServer:
 
     def close(self) -> None:
         """Kill the submission's process tree (whatever it is doing) and close the channel."""
-        if self.process.poll() is None:
-            kill_tree(self.process)
+        self.run.stop()  # the whole tree, and its cgroup
         for fd in (self._to_server, self._from_server):
             try:
                 os.close(fd)
@@ -113,11 +123,7 @@ class AnswerServer:
 
     def log_tail(self) -> str:
         """The last characters the submission printed (its stdout and stderr)."""
-        try:
-            data = self.log.read_bytes()[-LOG_TAIL_CHARS:]
-        except OSError:
-            return ""
-        return data.decode(errors="replace").strip()
+        return self.run.output_tail(LOG_TAIL_CHARS).decode(errors="replace").strip()
 
     def call(self, handle: int, args: tuple, kwargs: dict) -> object:
         encoded, generators = wire.encode_arguments(args, kwargs)
@@ -152,18 +158,24 @@ class AnswerServer:
             raise self._ended() from None
 
     def _receive(self) -> tuple:
+        """The next reply. One that is not plain data fails this call (``WireError``); the end of the time
+        limit, of the process or of ``wire``'s limits ends the run, and so does the grader failing to read it."""
         try:
-            frame = wire.read_frame(self._from_server, deadline=self.deadline)
+            reply = wire.unpack(wire.read_frame(self._from_server, deadline=self.deadline))
         except wire.Expired:
             self.close()
             raise TimeLimit("time limit reached") from None
         except wire.Closed:
             raise self._ended() from None
-        except wire.WireError as error:  # the channel itself is broken: no later answer can be trusted
+        except wire.Refused as error:  # no honest answering process sends it: no later answer can be trusted
             self.close()
             raise ProcessEnded(f"the process running your function wrote something that is not an answer "
                                f"({error})") from None
-        reply = wire.unpack(frame)  # a WireError here fails this call only: the frame was read whole
+        except wire.WireError:
+            raise  # read whole, and not plain data: the channel is intact
+        except Exception as error:  # noqa: BLE001 - the grader's own failure: kill the process before telling
+            self.close()
+            raise GraderFailed from error
         if type(reply) is not tuple or not reply or reply[0] not in ("ready", "failed", "raised", "ok", "unsendable"):
             raise wire.WireError("the reply was not an answer frame")
         return reply
@@ -194,4 +206,4 @@ def private_folder() -> Path:
 
 def self_study_sandbox(workdir: Path) -> Sandbox:
     """``check()``'s process: rlimits and a private folder, no bubblewrap (self-study is on the honour system)."""
-    return Sandbox(workdir, limits=Limits(processes=None), use_bubblewrap=False)
+    return Sandbox(workdir, limits=Limits(processes=None), use_bubblewrap=False, use_cgroup=False)

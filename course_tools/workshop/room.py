@@ -7,7 +7,7 @@ enforces them without systemd or Docker (``LocalProcessSpawner`` ignores ``mem_l
 ``cpu_limit``; ``jupyterhub-systemdspawner``, The Littlest JupyterHub's choice, needs systemd as
 PID 1): each single-user server, and every kernel it starts, joins its own cgroup (v1 ``memory``
 and ``cpu`` controllers), nested under the hub's own cgroup so the room never escapes the limits
-the hub itself runs under.
+the hub itself runs under (``course_tools.cgroups``, shared with the grader's sandbox).
 """
 
 import os
@@ -16,8 +16,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_tools.cgroups import ROOT as CGROUP_ROOT
+from course_tools.cgroups import join, limit_memory_v1, own_cgroup, v1_folder  # noqa: F401 - join: the hub's
+
 COURSE_DIR = "linear-attention-course"  # the folder in each participant's home
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_GROUP = "linear-attention-course"  # every user's cgroup sits under this one
 CPU_PERIOD_US = 100_000
 UNIX_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # what useradd accepts everywhere
@@ -130,22 +132,10 @@ def give_course_copy(home: str | Path, course: str | Path, uid: int, gid: int) -
     return target
 
 
-def own_cgroup(controller: str, proc_cgroup: str) -> str:
-    """This process's path in a cgroup v1 ``controller``, read from /proc/self/cgroup's text
-    (lines ``id:controllers:path``); KeyError when that controller is not mounted as v1."""
-    for line in proc_cgroup.splitlines():
-        _, controllers, path = line.split(":", 2)
-        if controller in controllers.split(","):
-            return path
-    raise KeyError(controller)
-
-
 def room_cgroup(controller: str, *, root: Path = CGROUP_ROOT, proc_cgroup: str | None = None) -> Path:
     """The room's cgroup of ``controller`` (each user's is a folder in it), under this process's own
     (``proc_cgroup``: the text of /proc/self/cgroup, read when None); KeyError as ``own_cgroup``."""
-    if proc_cgroup is None:
-        proc_cgroup = Path("/proc/self/cgroup").read_text()
-    return root / controller / own_cgroup(controller, proc_cgroup).lstrip("/") / CGROUP_GROUP
+    return v1_folder(controller, CGROUP_GROUP, root=root, proc_cgroup=proc_cgroup)
 
 
 class LimitsUnavailable(RuntimeError):
@@ -167,9 +157,7 @@ def prepare_limits(user: str, *, memory_bytes: int, cpus: float, root: Path = CG
         for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
         memory, cpu = folders
-        (memory / "memory.limit_in_bytes").write_text(str(memory_bytes))
-        if (memory / "memory.memsw.limit_in_bytes").exists():
-            (memory / "memory.memsw.limit_in_bytes").write_text(str(memory_bytes))
+        limit_memory_v1(memory, memory_bytes)
         (cpu / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
         (cpu / "cpu.cfs_quota_us").write_text(str(round(cpus * CPU_PERIOD_US)))
     except KeyError as missing:
@@ -177,9 +165,3 @@ def prepare_limits(user: str, *, memory_bytes: int, cpus: float, root: Path = CG
     except OSError as error:
         raise LimitsUnavailable(f"cannot set cgroup limits: {error}") from None
     return folders
-
-
-def join(folders: tuple[Path, ...]) -> None:
-    """Move the calling process into ``folders`` (its children follow); run before dropping root."""
-    for folder in folders:
-        (folder / "cgroup.procs").write_text("0")
