@@ -15,6 +15,14 @@ Some attacks need a place outside the submission, which the test sets up and nam
 earlier batch stored inside the clone, holding a classmate's honest notebook) and
 ``$credentials`` (a fake credentials file in a hidden folder). ``COUNTED`` attacks report what
 they got in their function's error, ``"<what> got N"``, which the test compares with the limits.
+
+Two kinds of attack are not notebook cells and live beside the code they attack: answers that
+bomb the grader's decoder (nested shared lists, a deflate bomb, frames past the cap) in
+``tests/test_wire.py``, and files that are not what they seem in the submissions folder (symlinks,
+a FIFO, ``/dev/zero``, paths that flatten to one name, metadata naming another exercise, notes
+written for a spreadsheet) in ``tests/test_submission_files.py``; ways around the block by name
+(another module name, ``sys.modules``, ``torch.ops.aten``) are flagged for review, in
+``tests/test_review.py``.
 """
 
 MARKER = "course-attack-7731"  # in the command line of every process an attack leaves behind

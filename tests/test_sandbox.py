@@ -47,13 +47,15 @@ def test_the_root_starts_empty_and_only_python_and_the_course_packages_are_bound
 
 
 def test_a_hidden_folder_inside_a_bound_one_is_covered_after_the_bind(tmp_path, monkeypatch, with_bwrap):
-    """A class folder kept inside the venv (or anything hidden under a bound folder) stays covered."""
+    """A class folder kept inside the venv (or anything hidden under a bound folder) stays covered, and a
+    venv under /tmp is bound after /tmp's own tmpfs, not hidden by it."""
     venv = tmp_path / "clone" / ".venv"
     (venv / "class").mkdir(parents=True)
     monkeypatch.setattr(sys, "prefix", str(venv))
     command = Sandbox(tmp_path / "private", hidden=(venv / "class", tmp_path / "elsewhere")).command(["python"])
     words, venv, inner = " ".join(command), str(venv.resolve()), str((venv / "class").resolve())
     assert words.index(f"--ro-bind {venv} {venv}") < words.index(f"--tmpfs {inner}")
+    assert words.index("--tmpfs /tmp ") < words.index(f"--ro-bind {venv} {venv}")  # a clone under /tmp, as CI's
     assert str(tmp_path / "elsewhere") not in words and str((tmp_path / "clone").resolve()) not in binds(command)
 
 

@@ -191,6 +191,23 @@ def test_the_largest_honest_answers_decode_whole_with_four_times_headroom(exerci
     assert decoded[0] == "ok" and torch.equal(decoded[1], answer)
 
 
+def test_an_answer_may_take_four_times_its_question_and_a_short_one_no_more_than_a_few_mb():
+    """Long tests ask with q, k and v of [n, 2]: their answer fits their cap; a small question caps its answer at 4 MiB."""
+    n = max(LONG_N.values())
+    q = k = v = torch.randn(n, 2)
+    question = wire.pack(("call", 0, ((q, k, v), {}), 1))
+    assert 4 * len(reply(torch.randn(n, 2))) <= wire.answer_cap(len(question))
+    assert wire.answer_cap(len(wire.pack(("call", 0, ((torch.randn(8, 2),), {}), 1)))) == wire.SMALL_ANSWER_BYTES
+    read, write = os.pipe()
+    try:
+        os.write(write, wire.HEADER.pack(wire.SMALL_ANSWER_BYTES + 1))
+        with pytest.raises(wire.Refused, match=f"more than the {wire.SMALL_ANSWER_BYTES:,} allowed"):
+            wire.read_frame(read, deadline=time.monotonic() + 5, max_bytes=wire.answer_cap(100))
+    finally:
+        os.close(read)
+        os.close(write)
+
+
 # --- one submission's failure is its result, never the batch's end -----------------------------
 
 
@@ -216,7 +233,7 @@ def test_a_sandbox_that_cannot_start_is_that_submissions_zero(monkeypatch, tmp_p
 
 
 def test_a_memory_error_while_decoding_is_that_submissions_zero_and_its_process_dies(monkeypatch):
-    def exhausted(obj: object) -> object:
+    def exhausted(obj: object, max_bytes: int) -> object:
         raise MemoryError
 
     monkeypatch.setattr(wire, "plain", exhausted)

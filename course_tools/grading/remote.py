@@ -127,8 +127,8 @@ class AnswerServer:
 
     def call(self, handle: int, args: tuple, kwargs: dict) -> object:
         encoded, generators = wire.encode_arguments(args, kwargs)
-        self._send(("call", handle, encoded, torch.get_num_threads()))
-        reply = self._receive()
+        question_bytes = self._send(("call", handle, encoded, torch.get_num_threads()))
+        reply = self._receive(wire.answer_cap(question_bytes))
         if reply[0] == "raised":
             raise rebuild_exception(str(reply[1]), str(reply[2]))
         if reply[0] == "unsendable":
@@ -151,17 +151,22 @@ class AnswerServer:
             return {key: self._functions(value) for key, value in x.items()}
         return x
 
-    def _send(self, message: tuple) -> None:
+    def _send(self, message: tuple) -> int:
+        """Send ``message``; the bytes its frame took."""
+        payload = wire.pack(message)
         try:
-            wire.write_frame(self._to_server, wire.pack(message))
+            wire.write_frame(self._to_server, payload)
         except (BrokenPipeError, OSError):
             raise self._ended() from None
+        return len(payload)
 
-    def _receive(self) -> tuple:
-        """The next reply. One that is not plain data fails this call (``WireError``); the end of the time
-        limit, of the process or of ``wire``'s limits ends the run, and so does the grader failing to read it."""
+    def _receive(self, max_bytes: int = wire.SMALL_ANSWER_BYTES) -> tuple:
+        """The next reply, at most ``max_bytes``. One that is not plain data fails this call (``WireError``); the
+        end of the time limit, of the process or of ``wire``'s limits ends the run, and so does the grader
+        failing to read it."""
         try:
-            reply = wire.unpack(wire.read_frame(self._from_server, deadline=self.deadline))
+            frame = wire.read_frame(self._from_server, deadline=self.deadline, max_bytes=max_bytes)
+            reply = wire.unpack(frame, max_bytes)
         except wire.Expired:
             self.close()
             raise TimeLimit("time limit reached") from None

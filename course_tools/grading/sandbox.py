@@ -283,6 +283,8 @@ class Sandbox:
             return argv
         stays_root = bwrap_stays_root(self.user)
         wrapped = [self.bwrap, *_namespaces(stays_root)]
+        # /tmp first: a clone under /tmp (as CI makes one) binds its venv and packages into it, not under it
+        wrapped += ["--perms", "1777", "--size", str(self.limits.tmp_bytes), "--tmpfs", str(TMP)]
         binds, etc = bound_folders(), [file for file in ETC_FILES if os.path.isfile(file)]
         for folder in sorted({str(parent) for dest in (*binds, *etc) for parent in Path(dest).parents} - {"/"}):
             wrapped += ["--perms", "0755", "--dir", folder]  # bwrap would make them 0700: closed to nobody
@@ -299,8 +301,7 @@ class Sandbox:
             if any(folder.is_relative_to(outer) and folder != outer for outer in visible):
                 wrapped += ["--tmpfs", str(folder)]
         wrapped += ["--dev", "/dev", "--proc", "/proc"]
-        for folder, size in ((TMP, self.limits.tmp_bytes), (INSIDE, self.limits.folder_bytes),
-                             (Path("/dev/shm"), self.limits.shm_bytes)):
+        for folder, size in ((INSIDE, self.limits.folder_bytes), (Path("/dev/shm"), self.limits.shm_bytes)):
             wrapped += ["--perms", "1777", "--size", str(size), "--tmpfs", str(folder)]
         for fd, name in copies:
             wrapped += ["--perms", "0644", "--file", str(fd), str(INSIDE / name)]

@@ -10,15 +10,17 @@ pretend to be a verdict, or be a tensor whose ``-`` returns zeros.
 A submission can write any bytes to its end of the channel, and the grader decodes them in its
 own process, so decoding is bounded before anything is built:
 
-* a frame holds at most ``MAX_FRAME_BYTES``: 320 MiB, 5× the largest honest answer (ex02's
-  ``long_sequence`` returns [2**23, 2] float32, 64 MiB);
+* an answer's frame holds at most ``answer_cap(question)``: four times the question it answers, at
+  least ``SMALL_ANSWER_BYTES`` (4 MiB: every reply but a long test's answer is a few KB) and at most
+  ``MAX_FRAME_BYTES`` (320 MiB, 5× the largest honest answer: ex02's ``long_sequence`` returns
+  [2**23, 2] float32, 64 MiB, to a question of 192 MiB);
 * ``torch.load`` never parses the submission's zip archive. ``zipfile`` reads it, and every entry
   must be stored as ``torch.save`` stores them, uncompressed (so nothing inflates past the frame),
   with sizes that agree and sum to no more than the frame (entries cannot share their data); at
   most ``MAX_ENTRIES`` entries, and at most ``MAX_PICKLE_BYTES`` of pickle (the answer's structure
   without its tensors' data), which bounds the objects unpickling builds. The entries are copied
   into a fresh archive, and ``torch.load`` reads that copy;
-* ``plain`` visits at most ``MAX_NODES`` items and ``MAX_FRAME_BYTES`` of tensors. A reference
+* ``plain`` visits at most ``MAX_NODES`` items and the frame's cap in tensor bytes. A reference
   reached again counts again, as every later walk reaches it again, and a view counts its full
   size (a stride-0 view of one number can claim terabytes). ``torch.load`` itself refuses a view
   larger than its storage.
@@ -45,6 +47,7 @@ import zipfile
 import torch
 
 MAX_FRAME_BYTES = 320 << 20  # 5× ex02's [2**23, 2] float32 answer (64 MiB), the largest a grader test expects
+SMALL_ANSWER_BYTES = 4 << 20  # any reply may be this large; "ready" and short tests' answers are a few KB
 MAX_ENTRIES = 256  # torch.save writes 6 records and one per storage: honest answers have at most 9
 MAX_PICKLE_BYTES = 64 << 10  # honest answers: < 300 bytes; colliding dict keys unpickle in O(n²): ~1 s at this cap
 MAX_NODES = 10_000  # items of an answer, counted each time they are reached: honest answers have at most 14
@@ -78,15 +81,21 @@ def pack(obj: object) -> bytes:
     return buffer.getvalue()
 
 
-def unpack(payload: bytes) -> object:
-    """A frame payload back as plain data; ``Refused`` beyond a limit, ``WireError`` naming what is not plain data."""
+def answer_cap(question_bytes: int) -> int:
+    """The most bytes an answer to a question of ``question_bytes`` may take (module docstring)."""
+    return min(MAX_FRAME_BYTES, max(SMALL_ANSWER_BYTES, 4 * question_bytes))
+
+
+def unpack(payload: bytes, max_bytes: int = MAX_FRAME_BYTES) -> object:
+    """A frame payload back as plain data with at most ``max_bytes`` of tensors; ``Refused`` beyond a limit,
+    ``WireError`` naming what is not plain data."""
     archive = _checked_copy(payload)
     try:
         obj = torch.load(archive, weights_only=True, map_location="cpu")
     except Exception as error:  # noqa: BLE001 - whatever the payload is, it is not plain data
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise WireError(f"the answer is not plain data ({first_line[:200]})") from None
-    return plain(obj)
+    return plain(obj, max_bytes)
 
 
 def _checked_copy(payload: bytes) -> io.BytesIO:
@@ -127,8 +136,8 @@ def _check_entries(entries: list[zipfile.ZipInfo], frame_bytes: int) -> None:
         raise Refused(f"the answer's entries declare {declared:,} bytes, more than the {frame_bytes:,} of its frame")
 
 
-def plain(obj: object) -> object:
-    """``obj`` if it is plain data within ``MAX_NODES`` items and ``MAX_FRAME_BYTES`` of tensors (module
+def plain(obj: object, max_bytes: int = MAX_FRAME_BYTES) -> object:
+    """``obj`` if it is plain data within ``MAX_NODES`` items and ``max_bytes`` of tensors (module
     docstring), else ``WireError`` naming the first offender (``Refused`` for a budget)."""
     nodes, tensor_bytes = 0, 0
 
@@ -144,8 +153,8 @@ def plain(obj: object) -> object:
                 raise WireError(f"a tensor (layout {x.layout}, device {x.device.type}, nested {x.is_nested}, "
                                 f"quantized {x.is_quantized}) is not a plain dense tensor on the CPU")
             tensor_bytes += x.numel() * x.element_size()  # a view's full size, whatever storage it is a view of
-            if tensor_bytes > MAX_FRAME_BYTES:
-                raise Refused(f"the answer's tensors hold more than {MAX_FRAME_BYTES:,} bytes (a view counts its "
+            if tensor_bytes > max_bytes:
+                raise Refused(f"the answer's tensors hold more than {max_bytes:,} bytes (a view counts its "
                               "full size, one reached again counts again)")
             return x.detach()
         if isinstance(x, PLAIN_SCALARS) and type(x) in PLAIN_SCALARS:
