@@ -1,7 +1,7 @@
 """``python -m course_tools.doctor``: the pre-flight check a participant runs before a workshop.
 
-It lives in ``course_lib``, not with the instructor's kit in ``course_tools``, because participants
-run it from the student copy, which holds ``course_lib`` only.
+Participants run it from the student copy too, which carries it (``workshop.release.INCLUDED``)
+but not the rest of the instructor's kit.
 
 It prints the device, the versions of what the course needs against the ranges it declares
 (``pyproject.toml``, read back through ``importlib.metadata``), the Jupyter kernels, and a
@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 SMOKE_BUDGET_S = 5.0
 COURSE_KERNEL = "linear-attention-course"  # the Makefile's KERNEL_NAME, installed by `make lab`
@@ -32,8 +33,9 @@ class Finding:
 
 def versions() -> list[Finding]:
     """One finding per runtime requirement of course_lib: installed, and inside its range."""
-    found = [Finding(sys.version_info >= (3, 10), f"python {platform.python_version()}",
-                     "the course needs Python 3.10 or newer")]
+    floor = SpecifierSet(importlib.metadata.metadata("course_lib")["Requires-Python"])
+    found = [Finding(floor.contains(platform.python_version()), f"python {platform.python_version()} (needs {floor})",
+                     f"install a Python {floor} and run `make lab` with it (PYTHON=python3.11)")]
     for text in importlib.metadata.requires("course_lib") or []:
         requirement = Requirement(text)
         if requirement.marker is not None:  # optional extras (peers, browser)

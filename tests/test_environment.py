@@ -86,3 +86,27 @@ def test_environment_installs_course_lib_itself():
 def test_ci_runs_the_readme_test_command():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     assert "make test" in (ROOT / "README.md").read_text()
+
+
+def test_python_floor_agrees_in_pyproject_environment_yml_and_readme():
+    floor = project()["requires-python"]
+    assert floor.startswith(">="), f"requires-python should be a floor, got {floor!r}"
+    version = floor[2:]
+    entries = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
+    pythons = [entry for entry in entries if isinstance(entry, str) and entry.startswith("python")]
+    # Pinned, not a range: repo2docker (Binder) reads a range as unspecified and builds its own default.
+    assert pythons == [f"python={version}"], f"environment.yml should pin python={version} (tested), has {pythons}"
+    readme = (ROOT / "README.md").read_text()
+    assert f"Python ≥ {version}" in readme, f"README's set-up should say Python ≥ {version}"
+    assert sys.version_info >= tuple(map(int, version.split("."))), f"the tests run on {sys.version}, below {floor}"
+
+
+def test_license_and_citation_agree_with_pyproject():
+    license_name = project()["license"]["text"]
+    assert license_name == "MIT"
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License\n"), "LICENSE should be the MIT text"
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0"
+    assert citation["license"] == license_name, f"CITATION.cff says {citation['license']}, pyproject {license_name}"
+    assert str(citation["version"]) == project()["version"], (
+        f"CITATION.cff's version {citation['version']} is not pyproject's {project()['version']}")

@@ -3,6 +3,9 @@
 The test reads the `jupyter lab ...` line of the Makefile's recipe (`make -n lab`), starts that
 server without a browser on a free port with a token, and asks its contents API for exercises/
 and for notebooks/00_start_here.ipynb. The server is always stopped, whatever happens.
+The other tests read or run the Makefile's set-up rules without installing anything: a Python
+without ensurepip leaves no half-made venv, root keeps --allow-root, TORCH=cpu picks PyTorch's
+CPU index.
 """
 
 import json
@@ -24,12 +27,16 @@ ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 20.0
 
 
-def lab_command() -> list[str]:
-    """The argv of the `jupyter lab` line that `make lab` would run (its arguments after `lab`)."""
+def make(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    dry_run = subprocess.run(["make", "-n", "--no-print-directory", "lab"], cwd=ROOT, capture_output=True,
-                             text=True, timeout=30, check=True).stdout
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, check=check)
+
+
+def lab_command(*make_args: str) -> list[str]:
+    """The argv of the `jupyter lab` line that `make lab` would run (its arguments after `lab`)."""
+    dry_run = make("-n", "lab", *make_args).stdout
     lines = [shlex.split(line) for line in dry_run.splitlines() if " lab " in f" {line} "]
     lab_lines = [argv for argv in lines if len(argv) >= 2 and argv[0].endswith("jupyter") and argv[1] == "lab"]
     assert len(lab_lines) == 1, f"expected one `jupyter lab` line in `make -n lab`, got:\n{dry_run}"
@@ -99,3 +106,55 @@ def test_lab_server_lists_exercises_and_opens_start_here(tmp_path):
             server.kill()
             server.wait(timeout=10)
         log.close()
+
+
+# Debian's python3 without python3-venv: `-m venv` makes bin/python, then stops at ensurepip.
+PYTHON_WITHOUT_ENSUREPIP = """#!/bin/sh
+if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
+  shift 2
+  "{python}" -m venv --without-pip "$@" || exit 1
+  echo "The virtual environment was not created successfully because ensurepip is not available." >&2
+  exit 1
+fi
+exec "{python}" "$@"
+"""
+
+
+@pytest.mark.parametrize("half_made_before", [False, True], ids=["fresh", "half-made-venv-from-before"])
+def test_a_python_without_ensurepip_leaves_no_venv_and_says_what_to_install(tmp_path, half_made_before):
+    fake = tmp_path / "python3"
+    fake.write_text(PYTHON_WITHOUT_ENSUREPIP.format(python=sys.executable))
+    fake.chmod(0o755)
+    venv = tmp_path / "venv"
+    if half_made_before:  # what an older Makefile left behind: bin/python, no pip
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    result = make("install", f"VENV={venv}", f"PYTHON={fake}", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, f"make install went on without pip:\n{output}"
+    assert "apt install python3-venv" in output, f"make install did not say what to install:\n{output}"
+    assert not venv.exists(), f"make install left a half-made venv behind: {sorted(p.name for p in venv.iterdir())}"
+
+
+def test_root_keeps_allow_root_whatever_lab_args_says():
+    argv = lab_command("LAB_ARGS=--port 8890")
+    assert "--port" in argv and argv[argv.index("--port") + 1] == "8890", f"LAB_ARGS was dropped: {argv}"
+    if os.getuid() == 0:
+        assert "--allow-root" in argv, f"as root, make lab must pass --allow-root: {argv}"
+    else:
+        assert "--allow-root" not in argv, f"--allow-root is for root only: {argv}"
+
+
+def torch_install_line(tmp_path, *make_args: str) -> str:
+    dry_run = make("-n", "install", f"VENV={tmp_path / 'venv'}", *make_args).stdout
+    lines = [line for line in dry_run.splitlines() if "import torch" in line]
+    assert len(lines) == 1, f"expected one torch install line in `make -n install`, got:\n{dry_run}"
+    return lines[0]
+
+
+def test_torch_cpu_installs_from_pytorchs_cpu_index_and_default_from_the_usual_index(tmp_path):
+    cpu = torch_install_line(tmp_path, "TORCH=cpu")
+    installs = [shlex.split(part) for part in cpu.split("||")[1:]]
+    assert all(argv[-2:] == ["--index-url", "https://download.pytorch.org/whl/cpu"] for argv in installs), cpu
+    assert installs[0][-3] == "torch==2.13.0", f"the index must not be quoted into the spec: {cpu}"
+    assert "--index-url" not in torch_install_line(tmp_path), "TORCH=default must use pip's usual index"
+    assert make("-n", "install", f"VENV={tmp_path / 'venv'}", "TORCH=gpu", check=False).returncode != 0

@@ -1,12 +1,13 @@
 """The submission's side of grading: ``python -m course_tools.grading.answers``, which only produces answers.
 
 Started by ``remote.AnswerServer`` (in a ``sandbox.Sandbox`` for a graded batch) as
-``python -m course_tools.grading.answers IN_FD OUT_FD``, it reads frames (``wire``) from the
-first fd and writes frames to the second; its stdout and stderr are a log file.
+``python -m course_tools.grading.answers IN_FD OUT_FD`` (on Windows two handles: ``channel_fd``), it
+reads frames (``wire``) from the first and writes frames to the second; its stdout and stderr are a log file.
 
 1. A ``load`` frame names the function: cloudpickled bytes (``check()`` and ``grade()``), or a
    notebook in the private folder, whose code cells run here one by one in an IPython shell
-   (each bounded by ``cell_timeout`` via SIGALRM; the grader's wall clock is the hard limit).
+   (each bounded by ``cell_timeout`` via SIGALRM where there is one; the grader's wall clock is the
+   hard limit, and on Windows, which has no SIGALRM, the only one).
    Before any of the student's code runs, the exercise's ``FORBIDDEN`` references (the model
    answer it asks for) are replaced by a function that raises ``NotAllowedError``, and the
    grader tests' modules (which compute the answer keys) cannot be imported.
@@ -90,9 +91,14 @@ def run_notebook(path: Path, cell_timeout: float) -> tuple[list[str], dict]:
 
 @contextmanager
 def _alarm(seconds: float):
+    """Raise ``CellTimeout`` in the block after ``seconds``; without SIGALRM (Windows) no limit here: the
+    grader's wall clock stops the whole notebook instead."""
     def expire(signum, frame):
         raise CellTimeout
 
+    if not hasattr(signal, "SIGALRM") or not hasattr(signal, "setitimer"):
+        yield
+        return
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -185,10 +191,20 @@ def serve(fn: Callable, notes: list[str], channel: tuple[int, int]) -> None:
         wire.write_frame(out, payload)
 
 
+def channel_fd(number: int, mode: int) -> int:
+    """The fd for a channel number the grader sent (``sandbox.inherited``): the number itself, or on
+    Windows an fd opened on the inherited handle."""
+    if os.name != "nt":
+        return number
+    import msvcrt
+
+    return msvcrt.open_osfhandle(number, mode)
+
+
 def main(argv: list[str]) -> int:
     from course_tools.grading import wire
 
-    channel = (int(argv[0]), int(argv[1]))
+    channel = (channel_fd(int(argv[0]), os.O_RDONLY), channel_fd(int(argv[1]), os.O_WRONLY))
     try:
         _, spec = receive(channel[0])
         fn, notes = load(spec)

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from course_tools.grading import wire
-from course_tools.grading.sandbox import Limits, Sandbox
+from course_tools.grading.sandbox import Limits, Sandbox, inherited
 
 SERVER = [sys.executable, "-m", "course_tools.grading.answers"]
 LOG_TAIL_CHARS = 400
@@ -79,7 +79,7 @@ class AnswerServer:
         to_server, self._to_server = os.pipe()
         self._from_server, from_server = os.pipe()
         try:
-            argv = [*SERVER, str(to_server), str(from_server)]  # the channel's fd numbers, as the child has them
+            argv = [*SERVER, str(inherited(to_server)), str(inherited(from_server))]  # as the child has them
             self.run = sandbox.start(argv, pass_fds=(to_server, from_server))  # its output: a file only we hold
             self.process = self.run.process
         finally:

@@ -33,10 +33,14 @@ Without bubblewrap (not installed, or namespaces disabled) the fallback keeps th
 private working folder and ``HOME``/``TMPDIR`` inside it, its own process group killed with
 SIGKILL; the weaker guarantee is spelled out in ``level`` and printed in the batch report: other
 files stay readable, the network stays open, and a process that leaves the group survives.
+
+Without ``resource`` or POSIX processes (native Windows) ``check()`` still runs: every rlimit is
+skipped with its note, the process starts in a new process group with the channel's handles
+inherited (``_popen``), and the grader's wall clock (``wire``) ends it with ``Popen.kill``. The
+batch command refuses such a platform (no bubblewrap) unless given ``--unsafe-no-sandbox``.
 """
 
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -83,16 +87,22 @@ class Limits:
     folder_bytes: int = 256 << 20
     shm_bytes: int = 64 << 20
 
+    def rlimits(self) -> list[tuple[str, int]]:
+        """(name, value) of every rlimit to set; a None value (no limit) is left out."""
+        return [(name, value) for name, value in (
+            ("RLIMIT_AS", self.memory_bytes), ("RLIMIT_FSIZE", self.file_bytes), ("RLIMIT_NPROC", self.processes),
+            ("RLIMIT_NOFILE", self.open_files), ("RLIMIT_CORE", 0), ("RLIMIT_CPU", self.cpu_seconds))
+            if value is not None]
+
     def apply(self) -> list[str]:
         """Set the rlimits on this process (call in the child, before exec); returns the names of those the
-        platform refuses (macOS: ``RLIMIT_AS``), which stay unset. A value above the hard limit this
-        process already has is lowered to it."""
+        platform refuses (macOS: ``RLIMIT_AS``; all of them without ``resource``), which stay unset. A value
+        above the hard limit this process already has is lowered to it."""
+        resource = _resource()
+        if resource is None:
+            return [name for name, _ in self.rlimits()]
         skipped = []
-        for name, value in (("RLIMIT_AS", self.memory_bytes), ("RLIMIT_FSIZE", self.file_bytes),
-                            ("RLIMIT_NPROC", self.processes), ("RLIMIT_NOFILE", self.open_files),
-                            ("RLIMIT_CORE", 0), ("RLIMIT_CPU", self.cpu_seconds)):
-            if value is None:
-                continue
+        for name, value in self.rlimits():
             try:
                 limit = getattr(resource, name)
                 hard = resource.getrlimit(limit)[1]
@@ -100,12 +110,23 @@ class Limits:
                 resource.setrlimit(limit, (value, value))
             except (AttributeError, ValueError, OSError):
                 skipped.append(name)
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails with EFBIG instead of killing
+        if hasattr(signal, "SIGXFSZ"):
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails with EFBIG instead of killing
         return skipped
 
 
+@cache
+def _resource():
+    """The ``resource`` module, or None where there is none (Windows). Imported in the grader, before a fork."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource
+
+
 def _as_root() -> bool:
-    return os.geteuid() == 0
+    return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def bwrap_stays_root(user: tuple[int, int]) -> bool:
@@ -212,8 +233,11 @@ class Run:
         """The last ``size`` bytes it printed, read from the file the grader holds (never by a name)."""
         if self.kept is not None:
             return self.kept[-size:]
-        end = os.fstat(self.output).st_size
-        return os.pread(self.output, size, max(0, end - size))
+        start = max(0, os.fstat(self.output).st_size - size)
+        if hasattr(os, "pread"):
+            return os.pread(self.output, size, start)
+        os.lseek(self.output, start, os.SEEK_SET)  # Windows: no pread; the process is dead by now
+        return os.read(self.output, size)
 
     def stop(self) -> None:
         """Kill the whole tree, remove its cgroup and close its output (keeping the end); again does nothing."""
@@ -309,11 +333,11 @@ class Sandbox:
 
     def environment(self) -> dict[str, str]:
         """The submission's environment: a few variables set here, nothing of the grader's but its PATH
-        (fallback only), LANG and ``BATCH_ENV_VAR``."""
+        (fallback only), LANG, ``BATCH_ENV_VAR`` and on Windows ``SYSTEMROOT`` (Python cannot start without it)."""
         folder = str(self.folder)
         path = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin" if self.bwrap else os.environ.get(
             "PATH", os.defpath)
-        passed = {name: os.environ[name] for name in (BATCH_ENV_VAR,) if name in os.environ}
+        passed = {name: os.environ[name] for name in (BATCH_ENV_VAR, "SYSTEMROOT") if name in os.environ}
         return {"PATH": path, "HOME": folder, "TMPDIR": "/tmp" if self.bwrap else folder,
                 "LANG": os.environ.get("LANG", "C.UTF-8"), "MPLBACKEND": "Agg", "COURSE_DEVICE": "cpu",
                 "CUDA_VISIBLE_DEVICES": "", "PYTHONNOUSERSITE": "1", **passed}
@@ -331,36 +355,74 @@ class Sandbox:
         copies = tuple((os.open(path, os.O_RDONLY), path.name) for path in files) if self.bwrap else ()
         joins = [os.open(path, os.O_WRONLY) for path in group.procs_files()] if group else []
         become = _become(self.user) if self.bwrap and _as_root() and not bwrap_stays_root(self.user) else None
-        report, reported = os.pipe()
         output = _anonymous_file()
         try:
-            process = subprocess.Popen(self.command(argv, copies), stdin=subprocess.DEVNULL, stdout=output,
-                                       stderr=output, pass_fds=(*pass_fds, *(fd for fd, _ in copies)),
-                                       cwd="/" if self.bwrap else self.workdir, env=self.environment(),
-                                       start_new_session=True,
-                                       preexec_fn=_child_setup(self.limits, joins, reported, become))
+            process, skipped = _popen(self.command(argv, copies), (*pass_fds, *(fd for fd, _ in copies)),
+                                      _child_setup(self.limits, joins, become), self.limits,
+                                      stdin=subprocess.DEVNULL, stdout=output, stderr=output,
+                                      cwd="/" if self.bwrap else self.workdir, env=self.environment())
         except BaseException:
             os.close(output)
             if group is not None:
                 group.remove()
             raise
         finally:
-            for fd in (*joins, *(fd for fd, _ in copies), reported):
+            for fd in (*joins, *(fd for fd, _ in copies)):
                 os.close(fd)
-        with os.fdopen(report, "rb") as child:  # the child's end closes when it execs
-            skipped = child.read().decode().split()
         for name in skipped:
             notes.append(f"{LIMIT_NAMES.get(name, name)} ({name}) could not be set here: not applied")
             warnings.warn(notes[-1], stacklevel=2)
         return Run(process, output, group, notes)
 
 
-def _child_setup(limits: Limits, joins: list[int], report: int, become=None):
+def inherited(fd: int) -> int:
+    """The number a child started by ``Sandbox.start`` is told for ``fd`` in ``pass_fds``: the fd itself
+    (POSIX keeps its number), or its Windows handle (``answers.channel_fd`` turns it back into an fd)."""
+    if os.name != "nt":
+        return fd
+    import msvcrt
+
+    return msvcrt.get_osfhandle(fd)
+
+
+def _popen(command: list[str], pass_fds: tuple[int, ...], setup, limits: Limits,
+           **options) -> tuple[subprocess.Popen, list[str]]:
+    """Start ``command`` in a process group of its own with ``pass_fds`` open in it; returns the process and
+    the names of the limits it could not set.
+
+    POSIX: a new session, ``setup`` (``_child_setup``) run before exec, reporting on a pipe. Windows
+    (no fork, no rlimits): ``CREATE_NEW_PROCESS_GROUP``, only ``pass_fds``' handles inherited
+    (``handle_list``), and every rlimit skipped."""
+    if os.name == "nt":
+        import msvcrt
+
+        handles = [msvcrt.get_osfhandle(fd) for fd in pass_fds]
+        for handle in handles:
+            os.set_handle_inheritable(handle, True)
+        startup = subprocess.STARTUPINFO(lpAttributeList={"handle_list": handles})
+        process = subprocess.Popen(command, startupinfo=startup, creationflags=subprocess.CREATE_NEW_PROCESS_GROUP,
+                                   **options)
+        return process, [name for name, _ in limits.rlimits()]
+    _resource()  # imported here, never for the first time in the forked child
+    report, reported = os.pipe()
+    try:
+        process = subprocess.Popen(command, pass_fds=pass_fds, start_new_session=True,
+                                   preexec_fn=lambda: setup(reported), **options)
+    except BaseException:
+        os.close(report)
+        raise
+    finally:
+        os.close(reported)
+    with os.fdopen(report, "rb") as child:  # the child's end closes when it execs
+        return process, child.read().decode().split()
+
+
+def _child_setup(limits: Limits, joins: list[int], become=None):
     """The child's steps before exec: join the cgroup (still as the grader's user), set the rlimits,
     write to ``report`` the names of the limits it skipped (or ``cgroup`` when it could not join),
     and last ``become`` the sandbox's user (a root grader whose bwrap does not stay root)."""
 
-    def setup() -> None:
+    def setup(report: int) -> None:
         skipped = []
         try:
             for fd in joins:
@@ -376,18 +438,26 @@ def _child_setup(limits: Limits, joins: list[int], report: int, become=None):
 
 
 def _anonymous_file() -> int:
-    """A file with no name (in memory on Linux) for the submission's output: nothing can reach it by a path."""
+    """A file with no name (in memory on Linux) for the submission's output: nothing can reach it by a path
+    (on Windows, which cannot remove an open file, one that Windows deletes when its last handle closes)."""
     if hasattr(os, "memfd_create"):
         return os.memfd_create("submission-output")
+    if os.name == "nt":
+        name = os.path.join(tempfile.mkdtemp(prefix="course_grade_output_"), "output")
+        return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_BINARY | os.O_TEMPORARY | os.O_NOINHERIT)
     fd, name = tempfile.mkstemp(prefix="course_grade_output_")
     os.unlink(name)
     return fd
 
 
 def kill_tree(process: subprocess.Popen) -> None:
-    """SIGKILL the process group of ``process`` (with bubblewrap, its PID namespace goes with it) and reap it."""
+    """SIGKILL the process group of ``process`` (with bubblewrap, its PID namespace goes with it) and reap it;
+    where there is no ``killpg`` (Windows), ``process`` alone."""
     try:
-        os.killpg(process.pid, signal.SIGKILL)
+        if hasattr(os, "killpg"):
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
     except (ProcessLookupError, PermissionError):
         pass
     process.wait()

@@ -190,7 +190,7 @@ def _read_exactly(fd: int, size: int, deadline: float | None) -> bytes:
     while left:
         if deadline is not None:
             wait = deadline - time.monotonic()
-            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+            if wait <= 0 or not _readable(fd, wait):
                 raise Expired("no answer before the time limit")
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:
@@ -198,6 +198,26 @@ def _read_exactly(fd: int, size: int, deadline: float | None) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+def _readable(fd: int, wait: float) -> bool:
+    """Whether ``fd`` (a pipe) has bytes or its end within ``wait`` seconds. Windows' ``select`` takes only
+    sockets: there the pipe is polled with ``PeekNamedPipe`` every 10 ms."""
+    if os.name != "nt":
+        return bool(select.select([fd], [], [], wait)[0])
+    import _winapi
+    import msvcrt
+
+    handle, end = msvcrt.get_osfhandle(fd), time.monotonic() + wait
+    while True:
+        try:
+            if _winapi.PeekNamedPipe(handle, 0)[0]:
+                return True
+        except OSError:  # the writer closed it: the read sees the end
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.01)
 
 
 def encode_arguments(args: tuple, kwargs: dict) -> tuple[object, list[torch.Generator]]:
