@@ -95,6 +95,7 @@ release: install-dev
 
 # One reveal.js deck per notebook in build/slides/ (nbconvert), with reveal.js, RequireJS, MathJax and
 # jQuery fetched once from npm into build/slides/vendor/: the decks open offline from the file system.
+# Needs Node.js and npm (Debian: apt install nodejs npm).
 slides: install-dev
 	$(BIN)/python -m course_tools.workshop slides --out build/slides
 

@@ -242,6 +242,11 @@ def test_a_deck_loads_every_script_from_the_local_vendor_folder(tmp_path):
     html = deck.read_text()
     remote = re.findall(r'<script[^>]+src="(https?://[^"]+)"|<link[^>]+href="(https?://[^"]+)"', html)
     assert remote == [], remote
+    # inline scripts too: nbconvert's template imports mermaid from a CDN inside a module script
+    inline = [re.findall(r'(?:https?:)?//[\w.-]+\.[a-z]{2,}/[^\s\'"`)]*', body)
+              for body in re.findall(r"<script[^>]*>(.*?)</script>", html, flags=re.S)]
+    imported = [url for urls in inline for url in urls if "github.com/hakimel/reveal.js" not in url]  # a comment's link
+    assert imported == [], imported
     for name in ("reveal.js/dist/reveal.js", "requirejs/require.js", "mathjax/MathJax.js", "jquery/dist/jquery.min.js"):
         assert f"vendor/node_modules/{name}" in html, name
     assert html.count('class="slides"') == 1 and "<section" in html

@@ -10,13 +10,17 @@ author's own choice in a cell's metadata is kept.
 ``build`` converts with nbconvert's ``SlidesExporter`` (the kept library for notebook → reveal.js)
 and points reveal.js, RequireJS, MathJax and jQuery at ``vendor/node_modules`` beside the decks, which
 ``make slides`` fills from npm (``VENDOR``), so a deck opens from the file system with no
-network. Long slides scroll (``reveal_scroll``).
+network. Long slides scroll (``reveal_scroll``). nbconvert's reveal template also imports mermaid from a
+CDN in an inline module script; no notebook of the course draws a mermaid diagram, so ``exporter``
+renders through a two-line child template (``WITHOUT_MERMAID``) that empties that block instead of
+vendoring a library the decks never use.
 """
 
 import shutil
 import subprocess
 from pathlib import Path
 
+import jinja2
 import nbformat
 from nbconvert import SlidesExporter
 from traitlets.config import Config
@@ -24,6 +28,9 @@ from traitlets.config import Config
 # what nbconvert 7's reveal template loads (it names reveal.js 4, RequireJS, MathJax 2 and jQuery 2 on CDNs)
 VENDOR = {"reveal.js": "4.6.0", "requirejs": "2.3.7", "mathjax": "2.7.9", "jquery": "2.2.4"}
 ANSWERS_TAG = "interview-answers"
+DECK_TEMPLATE = "course_slides.html.j2"
+WITHOUT_MERMAID = ("{%- extends 'index.html.j2' -%}\n"  # nbconvert's reveal template, less its CDN import
+                   "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}\n")
 
 
 def slide_type(cell: nbformat.NotebookNode) -> str:
@@ -50,7 +57,7 @@ def tag(notebook: nbformat.NotebookNode) -> int:
 
 
 def exporter() -> SlidesExporter:
-    """nbconvert's slides exporter with every script taken from ``vendor/node_modules`` beside the deck."""
+    """nbconvert's slides exporter with every script taken from ``vendor/node_modules`` beside the deck, none from a CDN."""
     config = Config()
     config.SlidesExporter.reveal_url_prefix = "vendor/node_modules/reveal.js"
     config.SlidesExporter.reveal_scroll = True
@@ -58,7 +65,8 @@ def exporter() -> SlidesExporter:
     config.HTMLExporter.require_js_url = "vendor/node_modules/requirejs/require.js"
     config.HTMLExporter.jquery_url = "vendor/node_modules/jquery/dist/jquery.min.js"
     config.HTMLExporter.mathjax_url = "vendor/node_modules/mathjax/MathJax.js?config=TeX-AMS_SVG-full,Safe"  # SVG: no web fonts to fetch
-    return SlidesExporter(config=config)
+    return SlidesExporter(config=config, template_file=DECK_TEMPLATE,
+                          extra_loaders=[jinja2.DictLoader({DECK_TEMPLATE: WITHOUT_MERMAID})])
 
 
 def install_vendor(out: Path) -> None:
