@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # wheel. Override for another build, e.g. `make lab TORCH_SPEC=torch`.
 TORCH_SPEC ?= torch==2.13.0
 # TORCH=cpu takes that release from PyTorch's CPU-only index: for torch 2.13.0 on Linux x86_64 a 192 MB
-# wheel, where PyPI's CUDA build and the NVIDIA wheels it requires are 2.7 GB (README, "Set-up").
+# wheel, where PyPI's CUDA build and the NVIDIA wheels it requires are 2.7 GB (README, "Set-up"; docs/setup.md, "PyTorch builds").
 TORCH ?= default
 TORCH_INDEX_cpu := https://download.pytorch.org/whl/cpu
 TORCH_PIP_ARGS = $(if $(filter default cpu,$(TORCH)),,$(error TORCH=$(TORCH): use TORCH=cpu or TORCH=default))$(if $(TORCH_INDEX_$(TORCH)),--index-url $(TORCH_INDEX_$(TORCH)))
@@ -83,10 +83,12 @@ notebooks: install-dev
 exercises: install-dev
 	$(BIN)/python -m course_tools.exercise_builder
 
-# The instructor guide (docs/instructor_guide.md) from the notebooks' lesson metadata, the schedules and
-# the graders' known mistakes; `python -m course_tools.workshop measure` re-times the notebooks first.
+# The instructor guide (docs/instructor_guide.md) and the README's course map from the notebooks' lesson
+# metadata, the schedules and the graders' known mistakes, then every notebook's header cells (badges, time,
+# prerequisites, the Colab set-up); `python -m course_tools.workshop measure` re-times the notebooks first.
 guide: install-dev
 	$(BIN)/python -m course_tools.workshop guide
+	$(BIN)/python -m course_tools.workshop headers
 
 # The student copy: notebooks, exercises, course_lib and the parts of course_tools they call, results and
 # README, without solutions/ or the quiz key, as dist/linear-attention-course/ and its .zip.

@@ -1,6 +1,6 @@
 """A class of 30 submissions graded as a workshop would: wall time, and what the sandbox costs.
 
-    .venv/bin/python benchmarks/grade_a_class.py > benchmarks/results/grade_a_class_cpu.txt
+    .venv/bin/python benchmarks/grade_a_class.py > course_lib/results/grade_a_class_cpu.txt
 
 The class (ex01 and ex11): 12 correct, 8 stubs, 4 wrong (a mutant each), 2 endless cells, 4
 hostile (from tests/attacks.py); each file name holds its exercise's id, which is how the grader

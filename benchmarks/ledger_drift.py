@@ -1,6 +1,6 @@
 """How far a float32 ledger drifts from float64 over long streams, with and without the fix.
 
-    .venv/bin/python benchmarks/ledger_drift.py > benchmarks/results/ledger_drift_cpu.txt
+    .venv/bin/python benchmarks/ledger_drift.py > course_lib/results/ledger_drift_cpu.txt
 
 Token by token (``step``) every token is one rounded addition to S and z; in chunks most of
 the summation happens inside a matmul. ``ledger_dtype=torch.float64`` keeps the ledger wide.

@@ -1,7 +1,7 @@
 """Do sign-indefinite feature maps make training unstable? The grid behind notebook 09 §4.
 
     .venv/bin/python benchmarks/signed_feature_maps.py [--jobs 2]
-    # writes benchmarks/results/signed_feature_maps_cpu.json (about 5 min on 2 CPU cores)
+    # writes course_lib/results/signed_feature_maps_cpu.json (about 5 min on 2 CPU cores)
 
 Protocol, fixed before the first run: TinyLM (2 layers, 2 heads of 16 dims, the "linear" mixer)
 on MQAR with 4 pairs in 16 tokens (vocabulary 64, chance = 1/32), 400 steps of 128 examples,

@@ -3,6 +3,13 @@ run writes its own (the machine it ran on, a text table, the JSON file, the line
 
 Notebooks 08, 09 and 12 read the committed results; the benchmark (``python -m course_tools.bench``)
 and the recall sweep (``python -m course_tools.recall``) write them with the same helpers.
+
+The results live inside the package, in ``course_lib/results/``, and ship as its package data
+(``pyproject.toml``), so a plain ``pip install`` of the repository (Colab's ``pip install git+URL``)
+carries the files the notebooks read, found with ``importlib.resources``. Keeping them in the package,
+rather than mapping an outside folder into it, leaves one copy on disk that an editable install, a
+clone and an installed wheel all read, and a full run started from a clone's root writes straight
+into that same folder.
 """
 
 import datetime
@@ -11,6 +18,7 @@ import os
 import platform
 import tempfile
 import time
+from importlib import resources
 from pathlib import Path
 
 import torch
@@ -18,11 +26,11 @@ import torch
 from course_lib.device import describe_device
 from course_lib.validation import check_choice
 
-RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"  # the repository's results folder
+RESULTS_DIR = Path(resources.files(__package__) / "results")  # the committed results, package data
 
 
 def results_path(device_type: str, stem: str = "bench") -> Path:
-    """``benchmarks/results/<stem>_<device_type>.json``, what a full run of ``python -m course_tools.<stem>``
+    """``course_lib/results/<stem>_<device_type>.json``, what a full run of ``python -m course_tools.<stem>``
     writes ("bench": the benchmark; "recall": the recall sweep of notebook 12)."""
     check_choice("device_type", device_type, ("cpu", "cuda"))
     check_choice("stem", stem, ("bench", "recall"))
@@ -85,10 +93,11 @@ def table(headers: list[str], rows: list[list]) -> str:
 
 def cli_output_path(out: Path | None, *, stem: str, device: torch.device, quick: bool) -> Path:
     """Where a CLI writes its JSON: ``out`` if given (it must end in .json), else
-    ``benchmarks/results/<stem>_<device>.json``, or a fresh temporary folder for a ``quick`` run
+    ``course_lib/results/<stem>_<device>.json`` (the package's results folder when run from the
+    repository's root), or a fresh temporary folder for a ``quick`` run
     (so CI-sized numbers never overwrite the committed ones). Raises ValueError naming ``--out``."""
     if out is None:
-        folder = Path(tempfile.mkdtemp(prefix=f"course_{stem}_")) if quick else Path("benchmarks/results")
+        folder = Path(tempfile.mkdtemp(prefix=f"course_{stem}_")) if quick else Path("course_lib/results")
         out = folder / f"{stem}_{device.type}.json"
     if out.suffix != ".json":
         raise ValueError(f"--out must name a .json file, got {out}")

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import nbformat
 
+from course_tools.workshop import headers
+
 SOLUTION_ONLY_TAG = "solution-only"
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)#\s*BEGIN SOLUTION\b(?P<rest>.*)$")
 END = re.compile(r"^[ \t]*#\s*END SOLUTION\b(?P<rest>.*)$")
@@ -99,6 +101,8 @@ def build_exercise(solution: nbformat.NotebookNode, *, name: str) -> nbformat.No
             continue
         cell = copy.deepcopy(cell)
         cell.metadata.pop("execution", None)  # nbclient's timestamps
+        if headers.TAG in cell.metadata.get("tags", []):  # its badges open the exercise, not the solution
+            cell.source = headers.moved(cell.source, "solutions", "exercises")
         if cell.cell_type == "code":
             cell.source = strip_solutions(cell.source, exercise_id=exercise_id, where=f"{name}, cell {index}")
             cell.outputs, cell.execution_count = [], None

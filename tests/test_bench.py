@@ -536,7 +536,7 @@ class TestCommittedResults:
     def test_a_cli_writes_where_out_says_else_results_else_a_temporary_folder(self):
         cpu = torch.device("cpu")
         assert cli_output_path(Path("x/run.json"), stem="bench", device=cpu, quick=True) == Path("x/run.json")
-        assert cli_output_path(None, stem="recall", device=cpu, quick=False) == Path("benchmarks/results/recall_cpu.json")
+        assert cli_output_path(None, stem="recall", device=cpu, quick=False) == Path("course_lib/results/recall_cpu.json")
         quick = cli_output_path(None, stem="recall", device=cpu, quick=True)
         assert quick.name == "recall_cpu.json" and quick.parent.is_dir() and "results" not in quick.parts
         with pytest.raises(ValueError, match="--out must name a .json file, got x.csv"):
@@ -557,7 +557,7 @@ class TestCommittedResults:
 
     def test_the_committed_cpu_run_is_a_full_run_with_every_section(self):
         payload = load_results("cpu")
-        assert payload is not None, "benchmarks/results/bench_cpu.json is not committed"
+        assert payload is not None, "course_lib/results/bench_cpu.json is not committed"
         assert payload["meta"]["quick"] is False and payload["meta"]["device"].startswith("cpu")
         assert {"crossover", "decode", "targets"} <= set(payload)
         assert payload["crossover"]["settings"]["ns"][-1] >= 8192 and payload["decode"]["settings"]["tokens"] >= 16384

@@ -241,6 +241,41 @@ def test_a_copy_without_the_key_records_answers_and_says_who_grades_them(tmp_pat
     assert feedback.text() == f"Q1: A recorded.\n{NO_KEY}" and "your instructor grades the quiz" in NO_KEY
 
 
+def test_installed_without_a_clone_the_quiz_records_answers_and_links_to_the_repository(tmp_path):
+    # a plain pip install copies course_lib alone into site-packages: no clone, no key, no notebooks
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    shutil.copytree(ROOT / "course_lib", site / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    probe = (
+        "from course_lib.quiz import Quiz, clone, key, links\n"
+        "print(clone.CLONE, key.KEY_PATH, links.NOTEBOOKS)\n"
+        "print(Quiz().answer('Q1', 'A'))\n"
+        "links.repository_url = lambda: 'https://example.org/course'\n"
+        "print(links.to_markdown('See notebooks/05_the_ledger.ipynb.'))\n"
+        "links.repository_url = lambda: None\n"
+        "print(links.to_markdown('See notebooks/05_the_ledger.ipynb.'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env={"PYTHONPATH": str(site)},
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == [
+        "None None None",
+        "Q1: A recorded.",
+        NO_KEY,
+        "See [notebooks/05_the_ledger.ipynb](https://example.org/course/blob/main/notebooks/05_the_ledger.ipynb).",
+        "See notebooks/05_the_ledger.ipynb.",
+    ]
+
+
+def test_the_clone_is_found_only_beside_the_course_pyproject(tmp_path):
+    from course_lib.quiz.clone import clone_root
+
+    assert clone_root() == ROOT
+    module = tmp_path / "course_lib" / "quiz" / "clone.py"
+    module.parent.mkdir(parents=True)
+    assert clone_root(module) is None
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "someone_else"\n')
+    assert clone_root(module) is None
+
+
 def test_answers_code_defines_the_graded_function():
     quiz = Quiz()
     for qid, answer in ANSWERS.items():

@@ -7,7 +7,9 @@ four-option question has at most 15 answers to try). So the course says what hol
 * **self-study** (the repository): ``Quiz`` checks each answer against this file and explains
   it — an honest self-check, which a student can only fool themself out of;
 * **a graded workshop**: the student copy leaves ``solutions/`` out, so the quiz only records
-  answers; the instructor's grader, which runs outside every submission's sandbox, reads the key.
+  answers; the instructor's grader, which runs outside every submission's sandbox, reads the key;
+* **a plain pip install** (Colab): ``course_lib`` is not in a clone (``clone.CLONE`` is None), so
+  there is no key either and the quiz records answers.
 
 Format: ``{"Q1": {"answer": "B", "explanation": "..."}, ...}``, one entry per question.
 """
@@ -16,9 +18,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_lib.quiz.clone import CLONE
 from course_lib.quiz.questions import QUESTIONS
 
-KEY_PATH = Path(__file__).resolve().parents[2] / "solutions" / "quiz_key.json"
+KEY_PATH = None if CLONE is None else CLONE / "solutions" / "quiz_key.json"  # None: not in a clone
 
 
 @dataclass(frozen=True)
@@ -30,13 +33,13 @@ class KeyEntry:
 
 
 def load_key(path: Path | None = None) -> dict[str, KeyEntry] | None:
-    """The key at ``path`` (default ``KEY_PATH``) by question id, or None when the file is not there.
+    """The key at ``path`` (default ``KEY_PATH``) by question id, or None when there is no such file.
 
     ValueError when the file does not answer exactly the questions, or an answer or
     explanation is malformed.
     """
     path = KEY_PATH if path is None else path
-    if not path.is_file():
+    if path is None or not path.is_file():
         return None
     data = json.loads(path.read_text(encoding="utf-8"))
     ids = [q.id for q in QUESTIONS]

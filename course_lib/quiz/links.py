@@ -3,7 +3,10 @@
 An explanation ends with pointers such as ``See notebooks/05_the_ledger.ipynb (section "From the
 masked matrix to the recursion")``. ``pointers`` finds them; ``to_html`` and ``to_markdown`` turn the
 notebook path into a link to the notebook and every quoted section into a link to that section's
-heading. Hrefs are relative to ``notebooks/`` (where notebook 10 shows the quiz); ``base`` changes that.
+heading. In a clone, hrefs are relative to ``notebooks/`` (where notebook 10 shows the quiz); installed
+without a clone (``clone.CLONE`` is None), they point to the notebooks in the repository named by the
+distribution's ``Repository`` Project-URL, and with no such URL the pointers stay plain text. ``base``
+overrides both.
 """
 
 import functools
@@ -12,9 +15,20 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+from course_lib.quiz.clone import CLONE, repository_url
+
+NOTEBOOKS = None if CLONE is None else CLONE / "notebooks"
+
+
+def default_base() -> str | None:
+    """Where hrefs start by default: ``""`` in a clone, else the repository's notebooks on the web, else None."""
+    if NOTEBOOKS is not None:
+        return ""
+    url = repository_url()
+    return None if url is None else f"{url.rstrip('/')}/blob/main/notebooks/"
+
+
 # notebooks/NAME.ipynb, then optionally ' (section "A")' or ' (sections "A", "B" and "C", steps 1 to 4)'
 POINTER = re.compile(r'notebooks/(?P<notebook>[\w.-]+\.ipynb)(?P<where> \(sections? (?:"[^"]*"|[^")])*\))?')
 QUOTED = re.compile(r'"([^"]+)"')
@@ -31,8 +45,8 @@ class Link:
 @functools.lru_cache(maxsize=None)
 def headings(notebook: str) -> tuple[str, ...]:
     """The markdown headings of ``notebooks/<notebook>`` (none if the notebook is not there)."""
-    path = NOTEBOOKS / notebook
-    if not path.is_file():
+    path = None if NOTEBOOKS is None else NOTEBOOKS / notebook
+    if path is None or not path.is_file():
         return ()
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     sources = ("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
@@ -74,8 +88,14 @@ def pointers(explanation: str) -> list[tuple[str, list[str]]]:
     return [(m["notebook"], QUOTED.findall(m["where"] or "")) for m in POINTER.finditer(explanation)]
 
 
-def split(explanation: str, base: str = "") -> list[Link]:
-    """The explanation cut into plain pieces and linked pieces (notebook paths and quoted sections)."""
+def split(explanation: str, base: str | None = None) -> list[Link]:
+    """The explanation cut into plain pieces and linked pieces (notebook paths and quoted sections).
+
+    ``base`` (default ``default_base()``) starts every href; None leaves the whole explanation plain.
+    """
+    base = default_base() if base is None else base
+    if base is None:
+        return [Link(explanation)] if explanation else []
     pieces, at = [], 0
     for match in POINTER.finditer(explanation):
         notebook = match["notebook"]
@@ -92,7 +112,7 @@ def split(explanation: str, base: str = "") -> list[Link]:
     return [piece for piece in pieces if piece.text]
 
 
-def to_html(explanation: str, base: str = "") -> str:
+def to_html(explanation: str, base: str | None = None) -> str:
     """The explanation as HTML (escaped), each pointer an ``<a>`` that opens in a new tab."""
     return "".join(
         html.escape(p.text) if p.href is None
@@ -101,7 +121,7 @@ def to_html(explanation: str, base: str = "") -> str:
     )
 
 
-def to_markdown(explanation: str, base: str = "") -> str:
+def to_markdown(explanation: str, base: str | None = None) -> str:
     """The explanation as markdown, each pointer a ``[text](href)`` link."""
     def link(piece: Link) -> str:
         text = piece.text.replace("]", r"\]")

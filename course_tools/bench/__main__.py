@@ -1,6 +1,6 @@
 """``python -m course_tools.bench [--suite crossover|decode|engine|all] [--device cpu|cuda] [--out FILE.json] [--quick]``.
 
-Full runs write ``benchmarks/results/bench_<device>.json`` (relative to the current
+Full runs write ``course_lib/results/bench_<device>.json`` (relative to the current
 directory) unless ``--out`` says otherwise. A ``--quick`` run (CI-sized, tens of seconds)
 writes to a fresh temporary directory unless ``--out`` is given, so its numbers never
 overwrite the committed full-run results. PNGs go next to the JSON, same stem.
@@ -34,7 +34,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, torch.device
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None,
                         help="default: course_lib.device.get_device()")
     parser.add_argument("--out", type=Path, default=None,
-                        help="JSON file to write, PNGs next to it (default: benchmarks/results/bench_<device>.json; "
+                        help="JSON file to write, PNGs next to it (default: course_lib/results/bench_<device>.json; "
                         "with --quick a fresh temporary directory)")
     parser.add_argument("--quick", action="store_true", help="CI-sized sweep; targets print as SKIP")
     args = parser.parse_args(argv)

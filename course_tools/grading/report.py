@@ -3,6 +3,7 @@
 import os
 from collections.abc import Callable
 
+from course_tools.progress import record_check
 from course_tools.grading.core import BATCH_ENV_VAR
 from course_tools.grading.isolation import grade
 from course_tools.grading.registry import load_exercise
@@ -31,8 +32,11 @@ def format_report(result: GradeResult) -> str:
     return "\n".join(lines)
 
 
-def check(exercise_id: str, fn: Callable, *, timeout: float = 60.0) -> GradeResult | None:
+def check(exercise_id: str, fn: Callable, *, timeout: float = 60.0, record: bool = True) -> GradeResult | None:
     """Grade ``fn`` on exercise ``exercise_id`` (in a fresh process), print the report, return the result.
+
+    With ``record`` (the default) the score also goes to the learner's progress file
+    (``course_tools.progress``: ``python -m course_tools.progress`` lists it); a demo of the grader passes False.
 
     When the environment variable ``COURSE_LIB_GRADING=1`` is set (the instructor's
     batch run, ``python -m course_tools.grade``), it prints a line and returns None
@@ -43,4 +47,7 @@ def check(exercise_id: str, fn: Callable, *, timeout: float = 60.0) -> GradeResu
         return None
     result = grade(exercise_id, fn, timeout=timeout)
     print(format_report(result))
+    if record:
+        record_check(result.exercise, score=result.score, max_score=result.max_score,
+                     passed=sum(test.passed for test in result.tests), tests=len(result.tests))
     return result

@@ -28,7 +28,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, object]:
     parser.add_argument("--device", default=None, help="default: course_lib.device.get_device()")
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at a time, one process and thread each (1)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="JSON file to write, the PNG next to it (default: benchmarks/results/recall_<device>.json; "
+                        help="JSON file to write, the PNG next to it (default: course_lib/results/recall_<device>.json; "
                         "with --quick a fresh temporary directory)")
     args = parser.parse_args(argv)
     try:

@@ -1,5 +1,5 @@
-"""python -m course_tools.workshop guide [--check] | measure [NOTEBOOK ...] | release [--out DIR] |
-slides [--tag] [--out DIR]: the instructor's kit. (The participants' pre-flight check is
+"""python -m course_tools.workshop guide [--check] | headers [--check] | measure [NOTEBOOK ...] |
+release [--out DIR] | slides [--tag] [--out DIR]: the instructor's kit. (The participants' pre-flight check is
 ``python -m course_tools.doctor``: it ships in the student copy.)"""
 
 import argparse
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_tools.workshop import guide, lessons, measure, release, slides
+from course_tools.workshop import course_map, guide, headers, lessons, measure, release, slides
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,8 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     decks = commands.add_parser("slides", help="one offline reveal.js deck per notebook (fetches reveal.js once)")
     decks.add_argument("--tag", action="store_true", help="only give untagged cells of the notebooks a slide type")
     decks.add_argument("--out", type=Path, default=Path("build/slides"), help="default: build/slides")
+    tops = commands.add_parser("headers", help="write every notebook's badge and Colab cells (tagged course-header)")
+    tops.add_argument("--check", action="store_true", help="only list the notebooks whose header is stale")
     args = parser.parse_args(argv)
     root = Path.cwd()
+    if args.command == "headers":
+        return _headers(root, check=args.check)
     if args.command == "slides":
         return _slides(root, tag_only=args.tag, out=args.out)
     if args.command == "guide":
@@ -58,19 +62,31 @@ def _slides(root: Path, *, tag_only: bool, out: Path) -> int:
     return 0
 
 
+def _headers(root: Path, *, check: bool) -> int:
+    paths = headers.stale(root) if check else headers.apply(root)
+    for path in paths:
+        print(f"{path} {'has a stale header: run python -m course_tools.workshop headers' if check else 'written'}")
+    print(f"{len(paths)} of {len(headers.notebook_paths(root))} notebooks {'stale' if check else 'rewritten'}")
+    return 1 if check and paths else 0
+
+
 def _guide(root: Path, *, check: bool) -> int:
     found = lessons.problems(root)
     if found:
         print("the lesson metadata has problems:\n" + "\n".join(found), file=sys.stderr)
         return 1
-    text, path = guide.render(root), root / guide.GUIDE
+    readme = root / "README.md"
+    wanted = {root / guide.GUIDE: guide.render(root),  # the guide, and the README with its course map
+              readme: course_map.replace_block(readme.read_text(encoding="utf-8"), course_map.render(root), where="README.md")}
     if check:
-        fresh = path.exists() and path.read_text(encoding="utf-8") == text
-        print(f"{path} is {'up to date' if fresh else 'stale: run python -m course_tools.workshop guide'}")
-        return 0 if fresh else 1
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    print(f"wrote {path}")
+        stale = [path for path, text in wanted.items() if not path.exists() or path.read_text(encoding="utf-8") != text]
+        for path in wanted:
+            print(f"{path} is {'stale: run python -m course_tools.workshop guide' if path in stale else 'up to date'}")
+        return 1 if stale else 0
+    for path, text in wanted.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
     return 0
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 WORDS_PER_MINUTE = 120  # explaining prose to a room, with pauses: slower than reading alone
 MINUTES_PER_CODE_CELL = 0.5  # running a cell and reading its output together
+HEADER_TAG = "course-header"  # the generated badge and Colab cells (``headers``): not part of the lesson
 LIST_KEYS = ("questions", "objectives", "keypoints", "demo", "discussion", "interview", "prerequisites")
 INTERVIEW_IDS = tuple(f"Q{i}" for i in range(1, 11)) + ("F1", "F2", "F3")
 
@@ -58,7 +59,7 @@ def teaching_minutes(run_seconds: float, words: int, code_cells: int) -> int:
 def read_lesson(path: Path) -> Lesson:
     """The lesson of the notebook at ``path`` (its ``course`` block may be missing: then ``meta`` is {})."""
     notebook = json.loads(path.read_text(encoding="utf-8"))
-    cells = notebook["cells"]
+    cells = [cell for cell in notebook["cells"] if HEADER_TAG not in cell["metadata"].get("tags", [])]
     markdown = ["".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown"]
     heading = next((line for text in markdown for line in text.splitlines() if line.startswith("# ")), path.stem)
     title = heading.lstrip("# ").split("·", 1)[-1].strip()

@@ -37,7 +37,8 @@ def _question_test(q: Question) -> GraderTest:
     def run(fn: Callable) -> None:
         key = load_key()
         if key is None:
-            raise GradingFailure(f"the quiz key ({KEY_PATH}) is not in this copy: your instructor grades the quiz")
+            where = KEY_PATH or "solutions/quiz_key.json"
+            raise GradingFailure(f"the quiz key ({where}) is not in this copy: your instructor grades the quiz")
         answer = _answer_of(fn, q)
         if answer != key[q.id].answer:
             how = "every letter must be right: no missing, no extra" if q.multiple else "one letter"
