@@ -50,8 +50,20 @@ def test_a_lesson_gets_its_exercises_and_their_minutes_from_the_exercises():
 
 
 def test_teaching_minutes_follow_the_stated_rule():
-    assert lessons.teaching_minutes(30, 1200, 10) == 16  # 0.5 + 10 + 5 = 15.5, rounded up
-    assert lessons.teaching_minutes(60, 0, 0) == 1
+    assert lessons.teaching_minutes(30, 1200, 10, 3) == 21  # 0.5 + 8 + 7.5 + 4.5 = 20.5, rounded up
+    assert lessons.teaching_minutes(60, 0, 0, 0) == 1
+
+
+def test_display_equations_are_counted_and_left_out_of_the_words(tmp_path):
+    notebook = {"metadata": {}, "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# 99 · T\n", "one two $x$ three\n", "$$a = b + c$$\n"]},
+        {"cell_type": "markdown", "metadata": {}, "source": ["\\begin{align} x &= y \\\\ z &= w \\end{align} four"]},
+        {"cell_type": "markdown", "metadata": {"tags": ["course-header"]}, "source": ["badge words $$ignored$$"]},
+        {"cell_type": "code", "metadata": {}, "source": ["print(1)"], "outputs": [], "execution_count": None}]}
+    path = tmp_path / "99_t.ipynb"
+    path.write_text(json.dumps(notebook))
+    lesson = lessons.read_lesson(path)
+    assert (lesson.equations, lesson.words, lesson.code_cells) == (2, 9, 1)  # 4 + 4 + 1 words: no maths, no header
 
 
 @pytest.fixture
@@ -97,6 +109,29 @@ def test_every_schedule_adds_up_to_its_days(plan):
     for row in rows:
         if row.kind in ("lesson", "exercise"):
             assert row.minutes == (known[row.what].teaching_minutes if row.kind == "lesson" else exercises[row.what])
+
+
+@pytest.mark.parametrize("plan", schedules.PLANS, ids=[plan.name for plan in schedules.PLANS])
+def test_practice_follows_teaching_in_every_plan(plan):
+    assert not schedules.misplaced_exercises(plan, lessons.load_lessons(ROOT))
+    assert plan.days[0][0].kind == "opening"
+
+
+def test_a_laptop_room_opens_with_at_least_25_minutes():
+    assert schedules.OPENING.minutes >= 25, "the set-up check and its fixes, in a room of laptops"
+
+
+def test_the_rule_catches_a_lesson_without_its_exercise_and_an_exercise_out_of_place():
+    known = lessons.load_lessons(ROOT)
+    old_full_day = schedules.Plan("old full day", minutes_per_day=480, days=((  # the plan before issue 26
+        schedules.OPENING, schedules.lesson("03_kernel_trick"), schedules.lesson("04_two_blackboards"),
+        schedules.exercise("ex01_softmax_attention")),))
+    assert schedules.misplaced_exercises(old_full_day, known) == [
+        "old full day, day 1: 03_kernel_trick is not followed by its exercise (ex03_positive_random_features)",
+        "old full day, day 1: ex01_softmax_attention does not come right after its lesson"]
+    excused = schedules.Plan("excused", minutes_per_day=480, days=old_full_day.days,
+                             exercise_later=(("03_kernel_trick", "homework"),))
+    assert len(schedules.misplaced_exercises(excused, known)) == 1
 
 
 def test_a_plan_that_does_not_fit_its_day_is_refused():

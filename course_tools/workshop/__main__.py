@@ -1,4 +1,4 @@
-"""python -m course_tools.workshop guide [--check] | headers [--check] | measure [NOTEBOOK ...] |
+"""python -m course_tools.workshop guide [--check] | headers [--check] | measure [--recount] [NOTEBOOK ...] |
 release [--out DIR] | slides [--tag] [--out DIR]: the instructor's kit. (The participants' pre-flight check is
 ``python -m course_tools.doctor``: it ships in the student copy.)"""
 
@@ -19,6 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     write.add_argument("--check", action="store_true", help="only say whether the committed guide is up to date")
     timing = commands.add_parser("measure", help="run notebooks and record their minutes in their metadata")
     timing.add_argument("notebooks", nargs="*", type=Path, help="default: every notebook in notebooks/")
+    timing.add_argument("--recount", action="store_true",
+                        help="keep the recorded run time, only apply the minutes rule again (after a text edit)")
     student = commands.add_parser("release", help="the student copy (no solutions, no quiz key): a folder and a zip")
     student.add_argument("--out", type=Path, default=Path("dist/linear-attention-course"),
                          help="folder to write; the zip goes beside it (default: dist/linear-attention-course)")
@@ -42,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     machine = measure.machine_label()
     for path in args.notebooks or lessons.notebook_paths(root):
-        seconds = measure.run_seconds(path)
-        minutes = measure.record(path, seconds, machine)
+        recorded = lessons.read_lesson(path).meta
+        seconds = recorded["run_seconds"] if args.recount else measure.run_seconds(path)
+        minutes = measure.record(path, seconds, recorded["measured_on"] if args.recount else machine)
         print(f"{path}: {seconds:.1f} s -> {minutes} teaching minutes")
     return 0
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from course_lib.quiz.questions import QUESTIONS
 from course_tools.grading.registry import load_exercise
 from course_tools.workshop import schedules
-from course_tools.workshop.lessons import MINUTES_PER_CODE_CELL, WORDS_PER_MINUTE, Lesson, exercise_minutes, load_lessons
+from course_tools.workshop.lessons import MINUTES_PER_CODE_CELL, MINUTES_PER_EQUATION, WORDS_PER_MINUTE, Lesson, exercise_minutes, load_lessons
 
 GUIDE = Path("docs/instructor_guide.md")
 FOLLOW_UP = re.compile(r"^\d\.\s+\*\*(.+?)\*\*", re.M)
@@ -53,7 +53,7 @@ def _lesson_section(lesson: Lesson, mutants: dict, prompts: dict[str, str], exer
     lines = [f"### {lesson.stem}", "", f"**{lesson.title}** — [open the notebook](../notebooks/{lesson.stem}.ipynb)",
              "", f"Prerequisites: {before}. Teaching **{lesson.teaching_minutes} min** "
              f"(run {meta['run_seconds']:.0f} s on {meta['measured_on']}; {lesson.words:,} words of prose, "
-             f"{lesson.code_cells} code cells), exercises **{lesson.exercise_minutes} min**.", ""]
+             f"{lesson.equations} display equations, {lesson.code_cells} code cells), exercises **{lesson.exercise_minutes} min**.", ""]
     for title, key in (("Questions", "questions"), ("Objectives", "objectives"), ("Key points", "keypoints"),
                        ("Demo live", "demo"), ("Discussion", "discussion")):
         lines += [f"**{title}**", "", *_bullets(meta[key]), ""]
@@ -83,7 +83,8 @@ def _schedule_lines(plan: schedules.Plan, lessons: dict[str, Lesson], exercises:
         what = {"lesson": f"[{row.what}](#{row.what})",
                 "exercise": f"[{row.what}](../exercises/{row.what}.ipynb)"}.get(row.kind, row.what)
         lines.append(f"| {row.day} | {row.start} | {row.minutes} | {row.kind} | {what} |")
-    return lines + [""]
+    later = [f"- {stem}'s exercise does not follow it here: {why}." for stem, why in plan.exercise_later]
+    return lines + [""] + (later + [""] if later else [])
 
 
 def render(root: Path) -> str:
@@ -96,7 +97,9 @@ def render(root: Path) -> str:
         "(`metadata.course`), the graders' tested mistakes and the quiz; do not edit it by hand. "
         "`tests/test_workshop.py` fails when it is stale.", "",
         f"Minutes: **teaching** = the notebook's measured run time + its prose at {WORDS_PER_MINUTE} words "
-        f"a minute + {MINUTES_PER_CODE_CELL} min per code cell to run and read together, rounded up; "
+        f"a minute + {MINUTES_PER_EQUATION} min per display equation to write out and explain + "
+        f"{MINUTES_PER_CODE_CELL} min per code cell to run and read together, rounded up (the course's stated "
+        "assumptions, to be replaced by a timed workshop: `course_tools.workshop.lessons` says why); "
         "**exercises** is a stated estimate for writing the function and reading the grader's feedback. "
         "Re-measure with `python -m course_tools.workshop measure` after changing a notebook.", "",
         "## Schedules", "",

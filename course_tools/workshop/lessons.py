@@ -12,8 +12,18 @@ Minutes are a measurement plus a stated rule, never a guess typed in:
 
 * ``run_seconds``: the notebook's measured run time (``python -m course_tools.workshop measure``
   executes it and records the seconds and the machine in ``measured_on``);
-* ``teaching_minutes`` = ⌈run_seconds / 60 + prose words / WORDS_PER_MINUTE +
-  MINUTES_PER_CODE_CELL · code cells⌉, counted from the notebook itself (``teaching_minutes``);
+* ``teaching_minutes`` = ⌈run_seconds / 60 + prose words / WORDS_PER_MINUTE + MINUTES_PER_EQUATION ·
+  display equations + MINUTES_PER_CODE_CELL · code cells⌉, counted from the notebook itself
+  (``teaching_minutes``; the generated ``course-header`` cells are not counted).
+
+The first rule (prose at 120 words a minute, half a minute a cell) was reading speed: notebook 08
+came out at 47 minutes, of which reading its 4,102 words alone would fill about 70 %, and a notebook
+dense with derivations got no more time than one of prose. The weights now go to what takes time in a
+room: a display equation is written out and each symbol named (1.5 min), a code cell is run and its
+output read together, often a check of the derivation above it (0.75 min), and the prose around them
+is explained at 150 words a minute (the display maths is not counted as words). These are the course's
+stated assumptions, not a measurement of a workshop: no workshop has been timed yet, and the first
+one's timings are what should replace them.
 * ``exercise_minutes``: the sum of its exercises' stated estimates, each kept in the exercise
   notebook's metadata (``course_lib.minutes``), summed when the lessons are loaded.
 
@@ -24,11 +34,14 @@ suite requires it empty.
 
 import json
 import math
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-WORDS_PER_MINUTE = 120  # explaining prose to a room, with pauses: slower than reading alone
-MINUTES_PER_CODE_CELL = 0.5  # running a cell and reading its output together
+WORDS_PER_MINUTE = 150  # explaining the prose around the maths and the code, display maths not counted
+MINUTES_PER_EQUATION = 1.5  # a display equation ($$…$$ or an align/equation block), written out and explained
+MINUTES_PER_CODE_CELL = 0.75  # running a cell and reading its output together (often the check of a derivation)
+DISPLAY_MATH = re.compile(r"\$\$.+?\$\$|\\begin\{(?:align|equation)\*?\}.+?\\end\{(?:align|equation)\*?\}", re.S)
 HEADER_TAG = "course-header"  # the generated badge and Colab cells (``headers``): not part of the lesson
 LIST_KEYS = ("questions", "objectives", "keypoints", "demo", "discussion", "interview", "prerequisites")
 INTERVIEW_IDS = tuple(f"Q{i}" for i in range(1, 11)) + ("F1", "F2", "F3")
@@ -41,8 +54,9 @@ class Lesson:
     stem: str
     title: str
     meta: dict
-    words: int  # in markdown cells
+    words: int  # of prose in markdown cells, display maths left out
     code_cells: int
+    equations: int  # display equations in markdown cells
     exercises: tuple[str, ...] = ()  # the exercise ids whose ``course_lib.lessons`` name this notebook
     exercise_minutes: int = 0  # their stated minutes, summed
 
@@ -51,9 +65,10 @@ class Lesson:
         return int(self.meta["teaching_minutes"])
 
 
-def teaching_minutes(run_seconds: float, words: int, code_cells: int) -> int:
-    """⌈run_seconds/60 + words/WORDS_PER_MINUTE + MINUTES_PER_CODE_CELL·code_cells⌉."""
-    return math.ceil(run_seconds / 60 + words / WORDS_PER_MINUTE + MINUTES_PER_CODE_CELL * code_cells)
+def teaching_minutes(run_seconds: float, words: int, code_cells: int, equations: int) -> int:
+    """⌈run_seconds/60 + words/WORDS_PER_MINUTE + MINUTES_PER_EQUATION·equations + MINUTES_PER_CODE_CELL·code_cells⌉."""
+    return math.ceil(run_seconds / 60 + words / WORDS_PER_MINUTE + MINUTES_PER_EQUATION * equations
+                     + MINUTES_PER_CODE_CELL * code_cells)
 
 
 def read_lesson(path: Path) -> Lesson:
@@ -63,9 +78,10 @@ def read_lesson(path: Path) -> Lesson:
     markdown = ["".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown"]
     heading = next((line for text in markdown for line in text.splitlines() if line.startswith("# ")), path.stem)
     title = heading.lstrip("# ").split("·", 1)[-1].strip()
-    words = sum(len(text.split()) for text in markdown)
+    words = sum(len(DISPLAY_MATH.sub(" ", text).split()) for text in markdown)
+    equations = sum(len(DISPLAY_MATH.findall(text)) for text in markdown)
     code_cells = sum(1 for cell in cells if cell["cell_type"] == "code" and "".join(cell["source"]).strip())
-    return Lesson(path.stem, title, notebook["metadata"].get("course", {}), words, code_cells)
+    return Lesson(path.stem, title, notebook["metadata"].get("course", {}), words, code_cells, equations)
 
 
 def notebook_paths(root: Path) -> list[Path]:
@@ -135,8 +151,9 @@ def _minute_problems(lesson: Lesson) -> list[str]:
     seconds = meta.get("run_seconds")
     if not isinstance(seconds, (int, float)) or seconds <= 0 or not meta.get("measured_on"):
         return [f"{stem}: 'run_seconds' (> 0) and 'measured_on' must come from `python -m course_tools.workshop measure`"]
-    expected = teaching_minutes(seconds, lesson.words, lesson.code_cells)
+    expected = teaching_minutes(seconds, lesson.words, lesson.code_cells, lesson.equations)
     if meta.get("teaching_minutes") != expected:
         return [f"{stem}: teaching_minutes is {meta.get('teaching_minutes')!r}, the rule gives {expected} "
-                f"({seconds:.0f} s run, {lesson.words} words, {lesson.code_cells} code cells): run measure"]
+                f"({seconds:.0f} s run, {lesson.words} words, {lesson.equations} equations, {lesson.code_cells} "
+                "code cells): run measure"]
     return []

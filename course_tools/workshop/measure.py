@@ -39,7 +39,7 @@ def record(path: Path, seconds: float, machine: str) -> int:
     lesson = read_lesson(path)
     notebook = nbformat.read(path, as_version=4)
     course = notebook.metadata.setdefault("course", {})
-    minutes = teaching_minutes(seconds, lesson.words, lesson.code_cells)
+    minutes = teaching_minutes(seconds, lesson.words, lesson.code_cells, lesson.equations)
     course.update(run_seconds=round(seconds, 1), measured_on=machine, teaching_minutes=minutes)
     nbformat.write(notebook, path)
     return minutes
