@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from course_tools.workshop.lessons import HEADER_TAG
+
 ROOT = Path(__file__).resolve().parents[1]
 TORCH = "torch==2.13.0"  # the Makefile's TORCH_SPEC: a local CPU wheel on the course's machines
 LOADING_NOTEBOOKS = {  # notebook -> a line its loading cells print
@@ -25,8 +27,11 @@ LOADING_NOTEBOOKS = {  # notebook -> a line its loading cells print
 
 
 def loading_script(notebook: Path) -> str:
-    """The notebook's first code cell (its imports) and every cell tagged ``loads-results``, as one script."""
-    code = [cell for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"] if cell["cell_type"] == "code"]
+    """The notebook's first lesson code cell (its imports) and every cell tagged ``loads-results``, as one script.
+
+    The generated header cells come first and are left out (their Colab cell does nothing here)."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    code = [cell for cell in cells if cell["cell_type"] == "code" and HEADER_TAG not in cell["metadata"].get("tags", [])]
     tagged = [cell for cell in code if "loads-results" in cell["metadata"].get("tags", [])]
     assert tagged, f"{notebook.name} has no cell tagged loads-results"
     return "\n\n".join("".join(cell["source"]) for cell in [code[0], *tagged])
@@ -72,14 +77,15 @@ def test_the_loading_cells_run_from_a_plain_install(installed, tmp_path, noteboo
 
 
 def test_the_loading_script_is_the_tagged_cells(tmp_path):
-    notebook = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# t"]},
+    notebook = {"cells": [{"cell_type": "code", "metadata": {"tags": [HEADER_TAG]}, "source": ["# Colab set-up"]},
+                          {"cell_type": "markdown", "metadata": {}, "source": ["# t"]},
                           {"cell_type": "code", "metadata": {}, "source": ["import math"]},
                           {"cell_type": "code", "metadata": {}, "source": ["x = 1"]},
                           {"cell_type": "code", "metadata": {"tags": ["loads-results"]}, "source": ["print(math.pi)"]}]}
     path = tmp_path / "n.ipynb"
     path.write_text(json.dumps(notebook))
     assert loading_script(path) == "import math\n\nprint(math.pi)"
-    notebook["cells"][3]["metadata"] = {}
+    notebook["cells"][4]["metadata"] = {}
     path.write_text(json.dumps(notebook))
     with pytest.raises(AssertionError, match="no cell tagged"):
         loading_script(path)
