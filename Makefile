@@ -1,57 +1,8 @@
-# The course's two set-up commands are `make lab` and `make test`; both create .venv on first use.
-PYTHON ?= python3
-VENV ?= .venv
-BIN := $(VENV)/bin
-# Installed first, before course_lib's own range (torch>=2.2) is resolved. On PyPI this is the
-# CUDA build on Linux and the MPS build on macOS; on machines with a local CPU wheel it is that
-# wheel. Override for another build, e.g. `make lab TORCH_SPEC=torch`.
-TORCH_SPEC ?= torch==2.13.0
-# TORCH=cpu takes that release from PyTorch's CPU-only index: for torch 2.13.0 on Linux x86_64 a 192 MB
-# wheel, where PyPI's CUDA build and the NVIDIA wheels it requires are 2.7 GB (README, "Set-up"; docs/setup.md, "PyTorch builds").
-TORCH ?= default
-TORCH_INDEX_cpu := https://download.pytorch.org/whl/cpu
-TORCH_PIP_ARGS = $(if $(filter default cpu,$(TORCH)),,$(error TORCH=$(TORCH): use TORCH=cpu or TORCH=default))$(if $(TORCH_INDEX_$(TORCH)),--index-url $(TORCH_INDEX_$(TORCH)))
-KERNEL_NAME ?= linear-attention-course
-# Extra JupyterLab flags, e.g. LAB_ARGS="--no-browser --port 8890". As root (containers) --allow-root is
-# added whatever LAB_ARGS says: without it the server refuses to start.
-LAB_ARGS ?=
-ROOT_ARGS = $(if $(filter 0,$(shell id -u)),--allow-root)
-STAMP := $(VENV)/.installed-stamp
-DEV_STAMP := $(VENV)/.installed-dev-stamp
+# The repository's targets; the set-up rules (make lab, install, install-dev) are in make/course.mk.
+include make/course.mk
 NOTEBOOKS ?= $(wildcard notebooks/*.ipynb) $(wildcard solutions/*.ipynb)
 
-.PHONY: install install-dev lab test test-browser test-hub hub hub-install notebooks exercises guide release slides clean
-
-# The venv is made when bin/pip is missing, so a half-made one (Debian/Ubuntu without python3-venv makes
-# bin/python, then stops at ensurepip) is made again (--clear); if that fails it is removed, not left behind.
-$(BIN)/pip:
-	@$(PYTHON) -m venv --clear $(VENV) && $(BIN)/python -m pip --version >/dev/null 2>&1 || { \
-	  test ! -f $(VENV)/pyvenv.cfg || rm -rf $(VENV); \
-	  echo "make: $(PYTHON) could not make $(VENV) with pip: Python's venv module or ensurepip is missing."; \
-	  echo "make: on Debian/Ubuntu run 'sudo apt install python3-venv' (or python3.11-venv), then make lab again."; \
-	  exit 1; }
-
-# `make install` (and `make lab`): what the notebooks and exercises need. `make install-dev` adds the
-# `test` and `instructor` extras (pytest, nbval, hypothesis; nbclient, nbformat) for every other target.
-$(STAMP): pyproject.toml | $(BIN)/pip
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install "$(TORCH_SPEC)" $(TORCH_PIP_ARGS) || $(BIN)/python -m pip install torch $(TORCH_PIP_ARGS)
-	$(BIN)/python -m pip install -e .
-	touch $@
-
-$(DEV_STAMP): $(STAMP)
-	$(BIN)/python -m pip install -e ".[test,instructor]"
-	touch $@
-
-install: $(STAMP)
-
-install-dev: $(DEV_STAMP)
-
-# The server's root is the repository (not notebooks/), so exercises/, solutions/, docs/ and the
-# notebooks' ../exercises/ links are reachable; JupyterLab opens 00_start_here inside it.
-# tests/test_lab.py starts the server with this same line (read through `make -n lab`).
-lab: install
-	$(BIN)/python -m ipykernel install --user --name $(KERNEL_NAME) --display-name "Linear Attention (course)"
-	$(BIN)/jupyter lab --ServerApp.root_dir=. $(ROOT_ARGS) $(LAB_ARGS) notebooks/00_start_here.ipynb
+.PHONY: install install-dev lab test test-release test-browser test-hub hub hub-install notebooks exercises guide release slides clean
 
 # Two pytest workers (pytest-xdist), one file each at a time: a notebook's cells stay in one kernel and
 # a module's fixtures in one process. On the 2-core CPU this took make test from ~330 s to ~290 s.
@@ -90,10 +41,18 @@ guide: install-dev
 	$(BIN)/python -m course_tools.workshop guide
 	$(BIN)/python -m course_tools.workshop headers
 
-# The student copy: notebooks, exercises, course_lib and the parts of course_tools they call, results and
-# README, without solutions/ or the quiz key, as dist/linear-attention-course/ and its .zip.
+# The student copy: notebooks, exercises, course_lib and the parts of course_tools they call, the learner's
+# docs, its own README and Makefile (course_tools/workshop/student_copy/), without solutions/ or the quiz
+# key, as dist/linear-attention-course/ and its .zip.
 release: install-dev
 	$(BIN)/python -m course_tools.workshop release
+
+# The student copy tested as a student gets it: built into build/student-copy, then its own `make test` run
+# inside it with its own .venv (lessons under nbval, every exercise's stub graded). .ci/run calls it.
+RELEASE_TEST_DIR ?= build/student-copy
+test-release: install-dev
+	$(BIN)/python -m course_tools.workshop release --out $(RELEASE_TEST_DIR)/linear-attention-course
+	$(MAKE) -C $(RELEASE_TEST_DIR)/linear-attention-course test
 
 # One reveal.js deck per notebook in build/slides/ (nbconvert), with reveal.js, RequireJS, MathJax and
 # jQuery fetched once from npm into build/slides/vendor/: the decks open offline from the file system.

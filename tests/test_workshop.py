@@ -1,6 +1,7 @@
 """course_tools.workshop: lesson metadata in every notebook, the schedules' minutes, the generated guide."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -182,11 +183,42 @@ def test_the_student_copy_has_the_course_and_nothing_of_the_solutions(tmp_path):
     assert {"README.md", "Makefile", "pyproject.toml", "course_lib/__init__.py", "course_lib/results/bench_cpu.json",
             "notebooks/05_the_ledger.ipynb", "exercises/ex01_softmax_attention.ipynb"} <= names
     assert not any(name.startswith(("solutions/", ".venv/")) or name.endswith("quiz_key.json") for name in names)
-    # of tests/ only the sanitizer pyproject's addopts name (no graders, no mutants: they spell out answers)
-    assert {name for name in names if name.startswith("tests/")} == {"tests/nbval_sanitize.cfg"}
-    assert release.leaks(folder, ROOT) == []
+    # of tests/ only the sanitizer pyproject's addopts name and the copy's own test (no graders, no mutants:
+    # they spell out answers); of docs/ only the learner's pages
+    assert {name for name in names if name.startswith("tests/")} == {"tests/nbval_sanitize.cfg",
+                                                                      "tests/test_student_copy.py"}
+    assert {name for name in names if name.startswith("docs/")} == set(release.LEARNER_DOCS)
+    assert release.leaks(folder, ROOT) == [] and release.dead_links(folder) == []
     with zipfile.ZipFile(archive) as packed:
         assert {name.removeprefix("student/") for name in packed.namelist() if not name.endswith("/")} == names
+
+
+def test_the_student_copy_has_its_own_readme_and_the_learners_targets(tmp_path):
+    from course_tools.workshop import release
+
+    folder, _ = release.build(ROOT, tmp_path / "student")
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    assert course_map.render(ROOT) in readme and "{map}" not in readme  # the map, with its total time
+    assert "solutions/" not in readme and "make test" in readme and "check(" in readme and "hand in" in readme
+    assert readme != (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([a-z][a-z-]*):", (folder / "Makefile").read_text(encoding="utf-8"), re.M))
+    assert targets == {"test", "clean"}  # plus make/course.mk's set-up rules, shared with the repository
+    shared = set(re.findall(r"^([a-z][a-z-]*):", (folder / "make" / "course.mk").read_text(encoding="utf-8"), re.M))
+    assert shared == {"install", "install-dev", "lab"}
+    assert (folder / "make" / "course.mk").read_bytes() == (ROOT / "make" / "course.mk").read_bytes()
+
+
+def test_a_dead_link_in_the_copy_is_found(tmp_path):
+    from course_tools.workshop import release
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("[map](docs/map.md) [web](https://example.org) [here](#top)")
+    (tmp_path / "docs" / "map.md").write_text("[answers](../solutions/ex01.ipynb) [back](../README.md#top)")
+    notebook = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["see [grading](../docs/grading.md)"]},
+                          {"cell_type": "code", "metadata": {}, "source": ["# [not a link](nowhere.md)"]}]}
+    (tmp_path / "n").mkdir()
+    (tmp_path / "n" / "lesson.ipynb").write_text(json.dumps(notebook))
+    assert release.dead_links(tmp_path) == ["docs/map.md: ../solutions/ex01.ipynb", "n/lesson.ipynb: ../docs/grading.md"]
 
 
 def test_a_leaked_solution_is_found(tmp_path):
