@@ -2,7 +2,7 @@
 include make/course.mk
 NOTEBOOKS ?= $(wildcard notebooks/*.ipynb) $(wildcard solutions/*.ipynb)
 
-.PHONY: install install-dev lab test test-release test-browser test-hub hub hub-install notebooks exercises guide release slides clean
+.PHONY: install install-dev lab kernel test test-release test-browser test-hub hub hub-install notebooks exercises guide release slides clean
 
 # Two pytest workers (pytest-xdist), one file each at a time: a notebook's cells stay in one kernel and
 # a module's fixtures in one process. On the 2-core CPU this took make test from ~330 s to ~290 s.

@@ -15,12 +15,12 @@ import platform
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 SMOKE_BUDGET_S = 5.0
-COURSE_KERNEL = "linear-attention-course"  # the Makefile's KERNEL_NAME, installed by `make lab`
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,16 @@ def device() -> Finding:
 
 
 def kernels() -> Finding:
+    """The notebooks name ``python3``: it must exist, and be this Python's (a JupyterLab run from it)."""
     from jupyter_client.kernelspec import KernelSpecManager
 
     specs = KernelSpecManager().find_kernel_specs()
     names = ", ".join(sorted(specs)) or "none"
-    advice = "" if COURSE_KERNEL in specs else f"run `make lab` once: it installs the course's kernel ({COURSE_KERNEL})"
+    ours = "python3" in specs and Path(specs["python3"]).resolve().is_relative_to(Path(sys.prefix).resolve())
+    advice = "" if ours or "python3" not in specs else (
+        f"the python3 kernel is another Python's ({specs['python3']}): start JupyterLab from this environment "
+        "(`make lab`), or register it for another Jupyter with `make kernel`"
+    )
     return Finding("python3" in specs, f"Jupyter kernels: {names}", "install ipykernel: `make install`", advice)
 
 

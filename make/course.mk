@@ -48,6 +48,12 @@ install-dev: $(DEV_STAMP)
 # The server's root is the repository (not notebooks/), so exercises/, solutions/, docs/ and the
 # notebooks' ../exercises/ links are reachable; JupyterLab opens 00_start_here inside it.
 # tests/test_lab.py starts the server with this same line (read through `make -n lab`).
+# The notebooks name the `python3` kernel, which is .venv's own Python when JupyterLab runs from .venv,
+# so the launcher shows one kernel; `make kernel` registers .venv for a Jupyter started elsewhere.
 lab: install
-	$(BIN)/python -m ipykernel install --user --name $(KERNEL_NAME) --display-name "Linear Attention (course)"
 	$(BIN)/jupyter lab --ServerApp.root_dir=. $(ROOT_ARGS) $(LAB_ARGS) notebooks/00_start_here.ipynb
+
+# For a Jupyter that does not run from .venv (VS Code, a system JupyterLab): .venv's Python as a named
+# kernel in the user's kernel folder, picked under Kernel -> Change Kernel. `make lab` does not need it.
+kernel: install
+	$(BIN)/python -m ipykernel install --user --name $(KERNEL_NAME) --display-name "Linear Attention (course)"

@@ -57,6 +57,12 @@ def test_make_lab_recipe_serves_the_repository_root():
     assert argv[-1] == "notebooks/00_start_here.ipynb", f"make lab must open 00_start_here, got {argv}"
 
 
+def test_make_lab_registers_no_second_kernel_and_make_kernel_does():
+    lab, kernel = (make("-n", target).stdout for target in ("lab", "kernel"))
+    assert "ipykernel install" not in lab, f"make lab must leave the launcher one kernel (python3), but runs:\n{lab}"
+    assert "ipykernel install --user --name linear-attention-course" in kernel, f"make -n kernel ran:\n{kernel}"
+
+
 def test_lab_server_lists_exercises_and_opens_start_here(tmp_path):
     argv = lab_command()
     jupyter = Path(sys.executable).with_name("jupyter")  # the test's own environment, as $(BIN)/jupyter
@@ -69,7 +75,8 @@ def test_lab_server_lists_exercises_and_opens_start_here(tmp_path):
         extra.append("--allow-root")
     # make's line with our flags inserted before the notebook path (the last argument)
     command = [str(jupyter), *argv[1:-1], *extra, argv[-1]]
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_CONFIG_DIR": str(tmp_path)}
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_CONFIG_DIR": str(tmp_path),
+           "JUPYTER_DATA_DIR": str(tmp_path / "data")}  # no kernels a user registered before
     log = (tmp_path / "lab.log").open("w")
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -98,6 +105,11 @@ def test_lab_server_lists_exercises_and_opens_start_here(tmp_path):
         assert json.loads(body)["type"] == "notebook"
         status, _ = get(f"{base}/lab/tree/notebooks/00_start_here.ipynb?token={token}")
         assert status == 200, f"JupyterLab's page for 00_start_here answered {status}"
+
+        status, body = get(f"{base}/api/kernelspecs?token={token}")
+        specs = json.loads(body)
+        assert (status, sorted(specs["kernelspecs"]), specs["default"]) == (200, ["python3"], "python3"), (
+            f"the launcher must offer the one kernel the notebooks name: {status} {sorted(specs['kernelspecs'])}")
     finally:
         server.terminate()
         try:

@@ -204,7 +204,7 @@ def test_the_student_copy_has_its_own_readme_and_the_learners_targets(tmp_path):
     targets = set(re.findall(r"^([a-z][a-z-]*):", (folder / "Makefile").read_text(encoding="utf-8"), re.M))
     assert targets == {"test", "clean"}  # plus make/course.mk's set-up rules, shared with the repository
     shared = set(re.findall(r"^([a-z][a-z-]*):", (folder / "make" / "course.mk").read_text(encoding="utf-8"), re.M))
-    assert shared == {"install", "install-dev", "lab"}
+    assert shared == {"install", "install-dev", "lab", "kernel"}
     assert (folder / "make" / "course.mk").read_bytes() == (ROOT / "make" / "course.mk").read_bytes()
 
 
