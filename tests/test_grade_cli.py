@@ -150,7 +150,7 @@ def test_unidentifiable_notebook_scores_zero_without_running(graded):
     _, rows, _ = graded
     assert score(rows, "notes/readme.ipynb") == ("?", "0", "0")
     assert rows["notes/readme.ipynb"]["status"] == "not graded"
-    assert rows["notes/readme.ipynb"]["reason"] == ("cannot tell the exercise: no exercise id (ex01 … ex11) in the "
+    assert rows["notes/readme.ipynb"]["reason"] == ("cannot tell the exercise: no exercise id (ex00 … ex11) in the "
                                                     "file name and no --exercise")
 
 
@@ -241,7 +241,7 @@ def test_the_instructors_exercise_applies_to_every_notebook(tmp_path, monkeypatc
         ("alice_ex02.ipynb", "ex01_softmax_attention", "10"), ("unnamed.ipynb", "ex01_softmax_attention", "10")]
     with pytest.raises(SystemExit) as exit_:
         main([str(folder), "--exercise", "ex99"])
-    assert exit_.value.code == 2 and "known exercises: ex01_softmax_attention, " in capsys.readouterr().err
+    assert exit_.value.code == 2 and "known exercises: ex00_running_mean, ex01_softmax_attention, " in capsys.readouterr().err
 
 
 def test_a_mismatch_is_reported_never_obeyed():

@@ -1,11 +1,10 @@
 """The interview quiz of notebook 10: ten questions, each checked and explained after an answer.
 
 ``show()`` renders every question (ipywidgets in a Jupyter kernel, plain text
-elsewhere) and returns the ``Quiz`` that records the latest answer to each;
-``Quiz.answers_code()`` prints them as the ``quiz_answers()`` function that
-exercise ``ex08_interview_quiz`` grades (``python -m course_tools.grade``).
-The key is a plaintext file outside the package (``key``): an honest self-check in
-self-study, the instructor's alone in a graded workshop.
+elsewhere) and returns the ``Quiz`` that records the latest answer to each. The
+key is a plaintext file outside the package (``key``): an honest self-check in
+self-study. The graded quiz is exercise ``ex08_interview_quiz``: questions from a
+bank with numbers drawn from the student's id (``course_tools.grading.quiz_bank``).
 """
 
 from course_lib.quiz.questions import QUESTIONS, Question, question

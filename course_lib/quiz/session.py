@@ -1,9 +1,9 @@
 """A quiz session: checks each answer against the key (when this copy has it) and records the latest.
 
-What is graded is the ``quiz_answers()`` function a student submits (``answers_code()`` writes it
-from the recorded answers); the session itself is a self-check, so a later answer replaces an
-earlier one. Where the key file is absent (a graded workshop's student copy, see ``key``) the
-session records answers and says that the instructor grades them.
+The session is notebook 10's self-check, so a later answer replaces an earlier one; the graded
+quiz is exercise ex08's, with its own questions (``course_tools.grading.quiz_bank``). Where the key
+file is absent (a workshop's student copy, a plain pip install; see ``key``) the session records
+answers and says where their explanations are.
 """
 
 from collections.abc import Iterable
@@ -14,7 +14,8 @@ from course_lib.quiz.key import load_key
 from course_lib.quiz.links import to_markdown
 from course_lib.quiz.questions import QUESTIONS, Question
 
-NO_KEY = "This copy has no quiz key (solutions/quiz_key.json): your answer is recorded; your instructor grades the quiz."
+NO_KEY = ("This copy has no quiz key (solutions/quiz_key.json): your answer is recorded, not checked; "
+          "your instructor has the key and its explanations.")
 
 
 @dataclass(frozen=True)
@@ -72,17 +73,6 @@ class Quiz:
             return Feedback(question_id, given, None, None, NO_KEY)
         entry = self.key[question_id]
         return Feedback(question_id, given, given == entry.answer, entry.answer, entry.explanation)
-
-    def answers_code(self) -> str:
-        """The recorded answers as the ``quiz_answers()`` function to paste into the exercise notebook."""
-        answered = [qid for qid in self.questions if qid in self.answers]
-        missing = [qid for qid in self.questions if qid not in self.answers]
-        entries = ", ".join(f"{qid!r}: {self.answers[qid]!r}" for qid in answered)
-        lines = ["def quiz_answers():"]
-        if missing:
-            lines.append(f"    # not answered yet: {', '.join(missing)}")
-        lines.append(f"    return {{{entries}}}")
-        return "\n".join(lines)
 
     def __repr__(self) -> str:
         return f"Quiz({len(self.questions)} questions, {len(self.answers)} answered)"

@@ -8,12 +8,16 @@ the feedback shown when it passes.
 
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from course_tools.grading.results import TestResult
 
 MAX_FEEDBACK_CHARS = 600
 BATCH_ENV_VAR = "COURSE_LIB_GRADING"  # set in a graded batch: check() cells skip
+# Whose submission the batch grader is grading (from its file or folder name), None in check(): a test
+# whose answers depend on the student (the quiz's numbers) takes the id from here, not from the notebook.
+SUBMITTER: ContextVar[str | None] = ContextVar("submitter", default=None)
 
 
 class GradingFailure(Exception):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_tools.grading.core import MAX_FEEDBACK_CHARS, shorten
+from course_tools.grading.core import MAX_FEEDBACK_CHARS, SUBMITTER, shorten
 from course_tools.grading.isolation import not_run, run_tests
 from course_tools.grading.registry import Exercise, exercise_ids, load_exercise
 from course_tools.grading.remote import private_folder
@@ -100,6 +100,18 @@ def exercises_in_name(file_name: str) -> list[str]:
     """The exercise ids whose number (``ex01``) stands in ``file_name`` as a word part of its own."""
     numbers = {match.group(1) for match in EXERCISE_NUMBER.finditer(Path(file_name).stem)}
     return [exercise_id for exercise_id in exercise_ids() if exercise_id[2:4] in numbers]
+
+
+def submitter(name: str) -> str | None:
+    """Whose submission ``name`` (its path below the folders given) is: the file name before the exercise
+    number (``alice_ex08.ipynb``), or all of it when there is none (``alice.ipynb`` with ``--exercise``), else
+    the folder it is in (``alice/ex08_interview_quiz.ipynb``); None when nothing names anyone."""
+    path = Path(name)
+    match = EXERCISE_NUMBER.search(path.stem)
+    owner = (path.stem[: match.start()] if match else path.stem).strip(" _-.")
+    if owner:
+        return owner
+    return path.parent.name or None
 
 
 def exercise_named(text: str) -> str:
@@ -268,7 +280,11 @@ def grade_notebook(path: Path, *, exercise: str | None = None, name: str | None 
         spec = {"kind": "notebook", "exercise": found.id, "forbidden": list(found.forbidden),
                 "notebook": str(sandbox.folder / "submission.ipynb"), "function": found.function_name,
                 "cell_timeout": cell_timeout}
-        result, notes = run_tests(found, spec, sandbox, timeout=timeout, load_timeout=notebook_timeout)
+        token = SUBMITTER.set(submitter(name))
+        try:
+            result, notes = run_tests(found, spec, sandbox, timeout=timeout, load_timeout=notebook_timeout)
+        finally:
+            SUBMITTER.reset(token)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     result = capped_result(result)

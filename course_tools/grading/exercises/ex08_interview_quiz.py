@@ -1,52 +1,91 @@
-"""Grader tests of exercise 8: ``quiz_answers()``, the answers to the ten interview questions.
+"""Grader tests of exercise 8: ``quiz_answers()``, ten questions with the student's own numbers.
 
-One test per question, 1 point each: the student's answer, in any order or
-form (``"DBA"``, ``"a, b, d"``, ``{"A", "B", "D"}``), is compared with the key in
-the grader's process (``course_lib.quiz.key``: ``solutions/quiz_key.json``, which no
-submission can read), so every wrong letter, missing letter or extra letter loses
-that question's point. Feedback never shows the key.
+The questions come from the bank (``grading.quiz_bank``): which ten, and the numbers in each,
+follow from the student's id. ``quiz_answers()`` returns ``{"student": id, "Q1": number, ...}``.
+In a batch the id is the submitter's, read from the file or folder name (``core.SUBMITTER``), and
+answers made out for anyone else score nothing; in ``check()`` it is the notebook's own. Each
+question is worth 1 point against the key's formula for those numbers (``solutions/
+quiz_bank_key.py``, loaded here in the grader's process; no copy a student receives has it):
+counts exactly, the rest to a relative 1e-3. Feedback never shows the key's answer.
 """
 
+import importlib.util
+import math
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
-from course_lib.quiz import QUESTIONS, Question
-from course_lib.quiz.key import KEY_PATH, load_key
 from course_tools.grading.checks import attempt
-from course_tools.grading.core import GraderTest, GradingFailure, grader_test
+from course_tools.grading.core import SUBMITTER, GraderTest, GradingFailure, grader_test
+from course_tools.grading.quiz_bank import QUESTIONS_PER_STUDENT, Variant, normalise, questions_for
 
 FUNCTION_NAME = "quiz_answers"
-TITLE = "The interview quiz: ten questions"
+TITLE = "The graded quiz: ten questions with your own numbers"
+KEY_PATH = Path(__file__).resolve().parents[3] / "solutions" / "quiz_bank_key.py"
+RELATIVE_TOLERANCE = 1e-3
+NO_KEY = f"the quiz key ({KEY_PATH.name}) is not in this copy: your instructor grades the quiz"
 
 
-def _answer_of(fn: Callable, q: Question) -> str:
-    """The canonical answer ``fn()`` gives to ``q``; GradingFailure if it gives none or a malformed one."""
-    answers = attempt(fn, shown="")
+def load_key(path: Path | None = None) -> dict[str, Callable] | None:
+    """The key's formulas by template id (from ``path``, default ``KEY_PATH``), or None where there is no file."""
+    path = KEY_PATH if path is None else path
+    if not path.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location("quiz_bank_key", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ANSWERS
+
+
+def student_questions(answers: object) -> tuple[Variant, ...]:
+    """The questions of the student these answers are graded for; GradingFailure naming what is wrong."""
     if not isinstance(answers, Mapping):
-        raise GradingFailure(f'quiz_answers() must return a dict like {{"Q1": "A", ...}}, got {type(answers).__name__}')
-    if q.id not in answers:
-        raise GradingFailure(f"quiz_answers() has no answer for {q.id}")
+        raise GradingFailure(f'quiz_answers() must return a dict like {{"student": STUDENT_ID, "Q1": 12.5, ...}}, '
+                             f"got {type(answers).__name__}")
     try:
-        return q.canonical(answers[q.id])
-    except ValueError as error:
-        raise GradingFailure(str(error)) from None
+        claimed = normalise(answers.get("student"))
+    except ValueError:
+        raise GradingFailure('quiz_answers() must say whose answers they are: {"student": STUDENT_ID, ...}') from None
+    owner = SUBMITTER.get()
+    if owner is not None and normalise(owner) != claimed:
+        raise GradingFailure(f"these answers are for student {claimed!r}, but this is {owner!r}'s submission: set "
+                             "STUDENT_ID to your own id, print your questions again and answer those")
+    return questions_for(claimed)
 
 
-def _question_test(q: Question) -> GraderTest:
-    """The 1-point grader test of question ``q``, named after it (``q3``)."""
+def as_number(question: Variant, answer: object) -> float:
+    """The answer as a float; GradingFailure for anything that is not a finite number."""
+    if isinstance(answer, bool) or not isinstance(answer, (int, float, str)):
+        raise GradingFailure(f"{question.number}: the answer must be a number, got {type(answer).__name__}")
+    try:
+        value = float(answer)
+    except ValueError:
+        raise GradingFailure(f"{question.number}: the answer must be a number, got {answer!r}") from None
+    if not math.isfinite(value):
+        raise GradingFailure(f"{question.number}: the answer must be a finite number, got {answer!r}")
+    return value
+
+
+def _question_test(place: int) -> GraderTest:
+    """The 1-point test of the student's question number ``place`` (1-based)."""
 
     def run(fn: Callable) -> None:
         key = load_key()
         if key is None:
-            where = KEY_PATH or "solutions/quiz_key.json"
-            raise GradingFailure(f"the quiz key ({where}) is not in this copy: your instructor grades the quiz")
-        answer = _answer_of(fn, q)
-        if answer != key[q.id].answer:
-            how = "every letter must be right: no missing, no extra" if q.multiple else "one letter"
-            raise GradingFailure(f"{q.id} ({q.kind}, {how}): {answer} is not the key")
+            raise GradingFailure(NO_KEY)
+        answers = attempt(fn, shown="")
+        question = student_questions(answers)[place - 1]
+        if question.number not in answers:
+            raise GradingFailure(f"quiz_answers() has no answer for {question.number}")
+        given, expected = as_number(question, answers[question.number]), key[question.template.id](**question.values)
+        right = given == expected if question.template.exact else math.isclose(given, expected, rel_tol=RELATIVE_TOLERANCE)
+        if not right:
+            how = "an exact integer" if question.template.exact else f"within a relative {RELATIVE_TOLERANCE:g}"
+            raise GradingFailure(f"{question.number} (notebook {question.template.lesson}): {answers[question.number]!r} "
+                                 f"is not the answer for your numbers ({how})")
 
-    run.__name__ = run.__qualname__ = q.id.lower()
-    run.__doc__ = f"{q.id} ({q.kind}) answered correctly"
+    run.__name__ = run.__qualname__ = f"q{place}"
+    run.__doc__ = f"Q{place} answered right for your numbers"
     return grader_test(points=1)(run)
 
 
-q1, q2, q3, q4, q5, q6, q7, q8, q9, q10 = (_question_test(q) for q in QUESTIONS)
+q1, q2, q3, q4, q5, q6, q7, q8, q9, q10 = (_question_test(place) for place in range(1, QUESTIONS_PER_STUDENT + 1))
