@@ -1,8 +1,9 @@
 # The repository's targets; the set-up rules (make lab, install, install-dev) are in make/course.mk.
+DEV_EXTRAS = test,instructor,book
 include make/course.mk
 NOTEBOOKS ?= $(wildcard notebooks/*.ipynb) $(wildcard solutions/*.ipynb)
 
-.PHONY: install install-dev lab kernel test test-release test-browser test-hub hub hub-install notebooks exercises guide release slides clean
+.PHONY: install install-dev lab kernel test test-release test-browser book test-hub hub hub-install notebooks exercises guide release slides clean
 
 # Two pytest workers (pytest-xdist), one file each at a time: a notebook's cells stay in one kernel and
 # a module's fixtures in one process. On the 2-core CPU this took make test from ~330 s to ~290 s.
@@ -15,14 +16,24 @@ test: install-dev
 	$(BIN)/python -m pytest $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadfile)
 
 # JupyterLab + headless Chromium: run the explorer notebook, move a slider, save docs/explorer.png; then
-# open one slide deck from the file system, advance a slide, save docs/slides.png.
-# Installs selenium, and Debian's chromium + chromium-driver when missing (needs root or sudo).
+# open one slide deck from the file system, advance a slide, save docs/slides.png; then build the book,
+# search it for "ledger", follow the first result, save docs/book.png. Installs selenium, and Debian's
+# chromium + chromium-driver when missing (needs root or sudo).
 test-browser: install-dev
 	$(BIN)/python -m pip install -q -e ".[browser]"
 	bash .ci/install_chromium
 	$(BIN)/python tests/browser_smoke.py --notebook notebooks/11_explorer.ipynb --screenshot docs/explorer.png
 	$(MAKE) slides
 	$(BIN)/python tests/slides_smoke.py --deck build/slides/05_the_ledger.slides.html --screenshot docs/slides.png
+	$(MAKE) book
+	$(BIN)/python tests/book_smoke.py --book build/book --screenshot docs/book.png
+
+# The book: build/book/ (open build/book/index.html), a static site of the executed notebooks and the
+# exercises with their outputs, maths, plots, search and the glossary; nothing runs, nothing is fetched
+# (docs/book/conf.py says why Sphinx + MyST-NB). .github/workflows/pages.yml publishes it.
+book: install-dev
+	rm -rf build/book
+	$(BIN)/python -m sphinx -b html -c docs/book -q . build/book
 
 # Re-execute every notebook in place (CPU, so committed outputs do not depend on the author's GPU),
 # each cell's prints merged into one block (.ci/execute_notebooks.py says why not nbconvert).

@@ -31,14 +31,16 @@ $(BIN)/pip:
 	  exit 1; }
 
 # `make install` (and `make lab`): what the notebooks and exercises need. `make install-dev` adds the
-# `test` and `instructor` extras (pytest, nbval, hypothesis; nbclient, nbformat) for every other target.
+# extras in DEV_EXTRAS: `test` and `instructor` (pytest, nbval, hypothesis; nbclient, nbformat) here, and
+# the repository's Makefile adds `book` (Sphinx, MyST-NB: tests/test_book.py builds the book).
+DEV_EXTRAS ?= test,instructor
 $(STAMP): pyproject.toml | $(BIN)/pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install "$(TORCH_SPEC)" $(TORCH_PIP_ARGS) || $(BIN)/python -m pip install torch $(TORCH_PIP_ARGS)
 	$(BIN)/python -m pip install -e .
 	touch $@
 
 $(DEV_STAMP): $(STAMP)
-	$(BIN)/python -m pip install -e ".[test,instructor]"
+	$(BIN)/python -m pip install -e ".[$(DEV_EXTRAS)]"
 	touch $@
 
 install: $(STAMP)

@@ -175,6 +175,12 @@ def smoke(notebook: str, screenshot: Path, chromium: str, chromedriver: str, tim
             lab.kill()
 
 
+def save_screenshot(driver: webdriver.Chrome, path: Path) -> None:
+    """The browser's window as a PNG at ``path`` (its folder made if missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(path))
+
+
 def browser_parser(description: str, *, timeout: float) -> argparse.ArgumentParser:
     """The options every browser check shares: where Chromium and chromedriver are, and the step timeout."""
     parser = argparse.ArgumentParser(description=description)

@@ -9,7 +9,7 @@ it needs no network. Exit status 0 on success, else a message naming the step th
 import sys
 from pathlib import Path
 
-from browser_smoke import browser, browser_parser, parse_browser_args, report, step
+from browser_smoke import browser, browser_parser, parse_browser_args, report, save_screenshot, step
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
@@ -33,8 +33,7 @@ def smoke(deck: Path, screenshot: Path, chromium: str, chromedriver: str, timeou
              driver, timeout)
         after = driver.execute_script("return location.hash")
         print(f"{total} slides; moved from {before or '#/'} to {after}")
-        screenshot.parent.mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(screenshot))
+        save_screenshot(driver, screenshot)
     finally:
         driver.quit()
 
