@@ -39,7 +39,7 @@ def test_the_handed_out_stub_is_graded_not_crashed(path):
     result = grade(exercise_id, function, timeout=60.0)
     assert result.max_score > 0 and result.score == 0, f"{exercise_id}: {result.score}/{result.max_score}"
     feedback = [test.feedback for test in result.tests]
-    if exercise_id == "ex08_interview_quiz" and not (ROOT / "solutions" / "quiz_key.json").exists():
+    if exercise_id == "ex08_interview_quiz" and not (ROOT / "solutions" / "quiz_bank_key.py").exists():
         expected = "is not in this copy: your instructor grades the quiz"  # the key stays with the instructor
     else:
         expected = "NotImplementedError"
