@@ -266,11 +266,12 @@ def softmax_attention(q, k, v, causal=False):
     # three children holding 1.5 GiB each: 4.5 GiB together, under every per-process limit; counted: how
     # many held their 1.5 GiB at once
     "memory_children.ipynb": ["""
-import os, time
+import os, select, time
 size, reports = 3 << 29, os.pipe()
-pids = []
-for index in range(3):
-    pid = os.fork()
+pids, reported, ended = [], set(), set()
+reap = lambda: {index for index, pid in enumerate(pids) if index not in ended and os.waitpid(pid, os.WNOHANG)[0]}
+def start_child(seconds=7):  # one child a cell: a loaded machine touches pages slowly, a cell has 10 s
+    index, pid = len(pids), os.fork()
     if pid == 0:
         try:
             block = bytearray(size)
@@ -280,18 +281,17 @@ for index in range(3):
         finally:
             os._exit(0)
     pids.append(pid)
-""", """
-import select
-reported, ended, end = set(), set(), time.monotonic() + 30  # a loaded machine touches pages slowly
-reap = lambda: {index for index, pid in enumerate(pids) if index not in ended and os.waitpid(pid, os.WNOHANG)[0]}
-while len(reported | ended) < 3 and time.monotonic() < end:  # each child holds its block, or was killed
-    if select.select([reports[0]], [], [], 0.1)[0]:
-        reported |= set(os.read(reports[0], 3))
-    ended |= reap()
+    end = time.monotonic() + seconds
+    while index not in reported | ended and time.monotonic() < end:  # it holds its block, or was killed
+        if select.select([reports[0]], [], [], 0.1)[0]:
+            reported.update(os.read(reports[0], 3))
+        ended.update(reap())
+start_child()
+""", "start_child()", "start_child()", """
 time.sleep(1)
-ended |= reap()
+ended.update(reap())
 got = len(reported - ended)
-for index in set(range(3)) - ended:
+for index in set(range(len(pids))) - ended:
     os.kill(pids[index], 9)
 def softmax_attention(q, k, v, causal=False):
     raise RuntimeError(f"children holding 1.5 GiB at once got {got} (held {sorted(reported)}, ended {sorted(ended)})")
