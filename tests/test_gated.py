@@ -1,0 +1,180 @@
+"""course_lib.gated: the recurrence is the definition, the chunked form agrees with it (ragged lengths,
+both gate shapes, chained calls, strong gates in float32), gradients, and refusals that name the argument."""
+
+import pytest
+import torch
+
+from course_lib.gated import gated_chunked, gated_linear_attention, gated_recurrent
+
+torch.set_num_threads(2)
+
+
+def inputs(shape=(2, 3), n=37, dk=8, dv=5, *, per_channel=True, strength=1.0, dtype=torch.float64, seed=0):
+    """q, k, v [*shape, n, ·] and log gates ≤ 0, from a fixed CPU generator."""
+    g = torch.Generator().manual_seed(seed)
+    q, k = (torch.randn(*shape, n, dk, generator=g, dtype=dtype) for _ in range(2))
+    v = torch.randn(*shape, n, dv, generator=g, dtype=dtype)
+    gate_shape = (*shape, n, dk) if per_channel else (*shape, n)
+    log_decay = -strength * torch.rand(gate_shape, generator=g, dtype=dtype)
+    return q, k, v, log_decay
+
+
+def by_hand(q, k, v, log_decay, scale):
+    """S_t = diag(exp(g_t)) S_{t−1} + k_t v_tᵀ with explicit loops over every entry (float64)."""
+    n, dk, dv = q.shape[-2], q.shape[-1], v.shape[-1]
+    S = torch.zeros(dk, dv, dtype=torch.float64)
+    out = torch.zeros(n, dv, dtype=torch.float64)
+    for t in range(n):
+        for a in range(dk):
+            gate = float(log_decay[t, a] if log_decay.dim() == 2 else log_decay[t])
+            for b in range(dv):
+                S[a, b] = torch.exp(torch.tensor(gate)) * S[a, b] + k[t, a] * v[t, b]
+        out[t] = scale * (q[t] @ S)
+    return out
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_the_recurrence_is_the_definition_written_out(per_channel):
+    q, k, v, g = inputs((), n=6, dk=3, dv=2, per_channel=per_channel)
+    got = gated_linear_attention(q, k, v, g, method="recurrent")
+    assert torch.allclose(got, by_hand(q, k, v, g, 3 ** -0.5), atol=1e-12)
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_the_masked_matrix_form_equals_the_recurrence(per_channel):
+    """State-space duality: O = (L ∘ Q Kᵀ) V with L_ij = exp(G_i − G_j) (per channel: inside the sum)."""
+    q, k, v, g = inputs((2,), n=11, per_channel=per_channel)
+    G = (g if per_channel else g.unsqueeze(-1).expand_as(q)).cumsum(-2)  # [2, n, dk]
+    L = (G.unsqueeze(-2) - G.unsqueeze(-3)).exp() * torch.ones(11, 11, dtype=torch.float64).tril()[..., None]
+    scores = torch.einsum("bic,bjc,bijc->bij", q, k, L)
+    assert torch.allclose(gated_linear_attention(q, k, v, g, scale=1.0, method="recurrent"), scores @ v, atol=1e-12)
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+@pytest.mark.parametrize("n, chunk_size", [(37, 8), (37, 64), (64, 16), (1, 4), (9, 9)])
+def test_chunked_equals_recurrent_in_float64_on_ragged_lengths(per_channel, n, chunk_size):
+    q, k, v, g = inputs(n=n, per_channel=per_channel)
+    recurrent = gated_linear_attention(q, k, v, g, method="recurrent")
+    chunked = gated_linear_attention(q, k, v, g, chunk_size=chunk_size)
+    assert (recurrent - chunked).abs().max() < 1e-10
+
+
+@pytest.mark.parametrize("method", ["chunked", "recurrent"])
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_chained_calls_equal_one_call(method, per_channel):
+    q, k, v, g = inputs(n=45, per_channel=per_channel)
+    whole, S_whole = gated_linear_attention(q, k, v, g, method=method, chunk_size=8, return_state=True)
+    S, parts = None, []
+    for piece in (slice(0, 13), slice(13, 14), slice(14, 45)):
+        out, S = gated_linear_attention(q[..., piece, :], k[..., piece, :], v[..., piece, :], g[..., piece, :] if
+                                        per_channel else g[..., piece], method=method, chunk_size=8,
+                                        initial_state=S, return_state=True)
+        parts.append(out)
+    assert torch.allclose(torch.cat(parts, dim=-2), whole, atol=1e-12)
+    assert torch.allclose(S, S_whole, atol=1e-12)
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_strong_gates_stay_finite_in_float32_and_match_the_float64_recurrence(per_channel):
+    """log gates down to −10 a token over 64-token chunks: the chunk's running sum reaches −640."""
+    q, k, v, g = inputs((1, 2), n=200, dk=16, dv=8, per_channel=per_channel, strength=10.0)
+    exact = gated_linear_attention(q, k, v, g, method="recurrent")
+    fast = gated_linear_attention(*(x.float() for x in (q, k, v, g)), chunk_size=64)
+    assert torch.isfinite(fast).all()
+    assert (fast.double() - exact).abs().max() < 1e-4 * exact.abs().max()
+
+
+def test_splitting_the_exponent_overflows_where_the_difference_does_not():
+    """Why the chunked form keeps exp(G_i − G_j) whole: exp(G_i)·exp(−G_j) is inf·0 in float32."""
+    g = torch.full((64,), -10.0)
+    G = g.cumsum(0)
+    split = G.exp()[:, None] * (-G).exp()[None, :]
+    whole = (G[:, None] - G[None, :]).clamp(max=0).exp()
+    assert torch.isinf((-G).exp()).any() and torch.isnan(split).any()
+    assert torch.isfinite(whole).all()
+
+
+def test_gates_of_zero_keep_everything_and_match_the_unnormalised_sum():
+    q, k, v, _ = inputs((), n=10)
+    out = gated_linear_attention(q, k, v, torch.zeros(10, dtype=torch.float64), scale=1.0)
+    assert torch.allclose(out, (q @ k.T).tril() @ v, atol=1e-12)
+
+
+def test_scale_defaults_to_one_over_root_dk():
+    q, k, v, g = inputs((), n=7, dk=9)
+    assert torch.allclose(gated_linear_attention(q, k, v, g), gated_linear_attention(q, k, v, g, scale=1.0) / 3)
+
+
+def test_gate_and_state_broadcast_over_leading_dims():
+    q, k, v, g = inputs((2, 3), n=12)
+    shared = g[:1]  # one gate tensor for both batch entries [1, 3, n, dk]
+    out = gated_linear_attention(q, k, v, shared)
+    assert torch.allclose(out, gated_linear_attention(q, k, v, shared.expand_as(g)))
+    state = torch.randn(3, 8, 5, dtype=torch.float64)  # one ledger per head
+    out, S = gated_linear_attention(q, k, v, g, initial_state=state, return_state=True)
+    assert S.shape == (2, 3, 8, 5)
+
+
+def test_half_precision_runs_in_float32_and_comes_back_in_its_dtype():
+    q, k, v, g = (x.to(torch.bfloat16) for x in inputs((1,), n=20, dtype=torch.float32))
+    out, S = gated_linear_attention(q, k, v, g, return_state=True)
+    assert out.dtype == torch.bfloat16 and S.dtype == torch.float32
+
+
+@pytest.mark.parametrize("method", ["chunked", "recurrent"])
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_gradcheck_through_every_input_and_the_gate(method, per_channel):
+    q, k, v, g = inputs((1,), n=7, dk=3, dv=2, per_channel=per_channel)
+    state = torch.randn(1, 3, 2, dtype=torch.float64)
+    leaves = [x.clone().requires_grad_() for x in (q, k, v, g, state)]
+
+    def run(q, k, v, g, state):
+        return gated_linear_attention(q, k, v, g.clamp(max=0), method=method, chunk_size=3, initial_state=state,
+                                      return_state=True)
+
+    assert torch.autograd.gradcheck(run, leaves)
+
+
+def test_the_forms_take_gates_shaped_for_both_heads():
+    q, k, v, g = inputs((), n=5, per_channel=False)
+    state = torch.zeros(8, 5, dtype=torch.float64)
+    a, S_a = gated_recurrent(q, k, v, g.unsqueeze(-1), state)
+    b, S_b = gated_chunked(q, k, v, g.unsqueeze(-1), state, chunk_size=2)
+    assert torch.allclose(a, b, atol=1e-12) and torch.allclose(S_a, S_b, atol=1e-12)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda g: g.abs() + 0.1, "log_decay must be finite and <= 0"),
+    (lambda g: g.index_put((torch.tensor([0]), torch.tensor([2]), torch.tensor([4]), torch.tensor([1])),
+                           torch.tensor(float("nan"), dtype=torch.float64)), r"the first at \(0, 2, 4, 1\): nan"),
+    (lambda g: g.index_fill(-2, torch.tensor([3]), -float("inf")), "finite and <= 0"),
+    (lambda g: g[..., :-1], r"log_decay must be \[..., n, dk\]"),
+    (lambda g: g[..., 0, :], r"log_decay must be \[..., n, dk\]"),
+    (lambda g: g.float(), "log_decay must share dtype and device with q"),
+    (lambda g: [0.0], "log_decay must be a torch.Tensor"),
+])
+def test_bad_gates_are_refused_by_name(bad, message):
+    q, k, v, g = inputs(n=12)
+    with pytest.raises((ValueError, TypeError), match=message):
+        gated_linear_attention(q, k, v, bad(g))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"scale": float("nan")}, "scale must be a finite number"),
+    ({"method": "parallel"}, "method must be one of"),
+    ({"chunk_size": 0}, "chunk_size must be a positive int"),
+    ({"initial_state": torch.zeros(2, 3, 8, 4, dtype=torch.float64)}, r"initial_state must be \[..., dk, dv\]"),
+    ({"initial_state": torch.zeros(5, 3, 8, 5, dtype=torch.float64)}, "must broadcast to the batch dims"),
+])
+def test_bad_options_are_refused_by_name(kwargs, message):
+    q, k, v, g = inputs(n=12)
+    with pytest.raises((ValueError, TypeError), match=message):
+        gated_linear_attention(q, k, v, g, **kwargs)
+
+
+def test_a_non_finite_input_is_named():
+    q, k, v, g = inputs(n=12)
+    v = v.clone()
+    v[0, 0, 3, 1] = float("inf")
+    with pytest.raises(ValueError, match="v must hold finite values"):
+        gated_linear_attention(q, k, v, g)
