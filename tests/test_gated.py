@@ -4,19 +4,17 @@ both gate shapes, chained calls, strong gates in float32), gradients, and refusa
 import pytest
 import torch
 
-from course_lib.gated import gated_chunked, gated_linear_attention, gated_recurrent
+from course_lib.device import seeded_qkv
+from course_lib.gated import gated_linear_attention
 
 torch.set_num_threads(2)
 
 
 def inputs(shape=(2, 3), n=37, dk=8, dv=5, *, per_channel=True, strength=1.0, dtype=torch.float64, seed=0):
-    """q, k, v [*shape, n, ·] and log gates ≤ 0, from a fixed CPU generator."""
-    g = torch.Generator().manual_seed(seed)
-    q, k = (torch.randn(*shape, n, dk, generator=g, dtype=dtype) for _ in range(2))
-    v = torch.randn(*shape, n, dv, generator=g, dtype=dtype)
+    """q, k, v [*shape, n, ·] (``seeded_qkv``) and log gates in (−strength, 0], from fixed CPU generators."""
+    q, k, v = seeded_qkv(*shape, n=n, d=dk, dv=dv, seed=seed, dtype=dtype)
     gate_shape = (*shape, n, dk) if per_channel else (*shape, n)
-    log_decay = -strength * torch.rand(gate_shape, generator=g, dtype=dtype)
-    return q, k, v, log_decay
+    return q, k, v, -strength * torch.rand(gate_shape, generator=torch.Generator().manual_seed(seed + 1), dtype=dtype)
 
 
 def by_hand(q, k, v, log_decay, scale):
@@ -133,14 +131,6 @@ def test_gradcheck_through_every_input_and_the_gate(method, per_channel):
                                       return_state=True)
 
     assert torch.autograd.gradcheck(run, leaves)
-
-
-def test_the_forms_take_gates_shaped_for_both_heads():
-    q, k, v, g = inputs((), n=5, per_channel=False)
-    state = torch.zeros(8, 5, dtype=torch.float64)
-    a, S_a = gated_recurrent(q, k, v, g.unsqueeze(-1), state)
-    b, S_b = gated_chunked(q, k, v, g.unsqueeze(-1), state, chunk_size=2)
-    assert torch.allclose(a, b, atol=1e-12) and torch.allclose(S_a, S_b, atol=1e-12)
 
 
 @pytest.mark.parametrize("bad, message", [
