@@ -105,6 +105,19 @@ def test_each_cell_prints_one_block_and_says_what_it_checked(path):
     assert not problems, "\n".join(problems)
 
 
+EXECUTED = [p for p in NOTEBOOKS if p.parent.name != "exercises"]  # exercises are handed out blank
+
+
+@pytest.mark.parametrize("path", EXECUTED, ids=ids(EXECUTED))
+def test_every_code_cell_was_run_in_order_before_it_was_committed(path):
+    """Lessons and solutions are committed executed, top to bottom in one kernel: a reader on GitHub
+    sees every output, and a cell added later (a generated header) is not left without its run."""
+    counts = [cell.get("execution_count") for cell in cells(path) if cell["cell_type"] == "code"]
+    never = [index for index, count in enumerate(counts) if count is None]
+    assert not never, f"code cells {never} were never run: re-run the notebook with `make notebooks`"
+    assert counts == sorted(counts) and len(set(counts)) == len(counts), f"run out of order: {counts}"
+
+
 # The course's two sources are "the article" and "the interview reference"; "seed" means a random seed.
 SOURCE_AS_SEED = re.compile(r"\bseeds?\s+[12]\b|\bthe seeds\b|\bseed's\b|\bseeds'|\bseed section\b", re.I)
 LEARNER_TEXTS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "course_lib").rglob("*.py")])
@@ -172,4 +185,10 @@ def test_the_style_checks_catch_what_they_should(tmp_path):
     assert "c0: its stdout is split" in str(printed_badly.value) and "c0: prints a bare True" in str(printed_badly.value)
     with pytest.raises(AssertionError, match="c1: ...As seed 1"):
         test_notebooks_name_the_sources_not_seeds(notebook)
+    with pytest.raises(AssertionError, match=r"code cells \[0\] were never run"):
+        test_every_code_cell_was_run_in_order_before_it_was_committed(notebook)
+    run = {"cell_type": "code", "source": "x", "metadata": {}, "outputs": []}
+    notebook.write_text(json.dumps({"cells": [{**run, "execution_count": 2}, {**run, "execution_count": 1}]}))
+    with pytest.raises(AssertionError, match=r"run out of order: \[2, 1\]"):
+        test_every_code_cell_was_run_in_order_before_it_was_committed(notebook)
     assert seed_for_source("random seeds 0 to 15; mean over random seeds; seed=3") == []
