@@ -21,6 +21,16 @@ so every I − β k kᵀ has norm ≤ 1 and the ledger cannot blow up.
   T diag(β) V and T diag(β) K do not depend on S₀: one batched triangular solve for every chunk at
   once; only U's S₀ part, O and S_C are sequential (a loop over n/C chunks).
 
+The gated delta rule (Gated DeltaNet, Yang, Kautz & Hatamizadeh 2025) fades the ledger first:
+S_t = exp(g_t)(I − β_t k_t k_tᵀ)S_{t−1} + β_t k_t v_tᵀ, g_t ≤ 0 per token and head. With G_i the
+running sum of g from the chunk's start and Γ_ij = exp(G_i − G_j) for j ≤ i (one difference, so
+every factor lies in [0, 1] however strong the gates: notebook 13's float32 trap), the chunk becomes
+
+      (I + stril(diag(β)(K Kᵀ ∘ Γ))) U = diag(β) V − diag(β e^G) K S₀
+      O = (Q ∘ e^G) S₀ + tril(Q Kᵀ ∘ Γ) U,        S_C = e^{G_C} S₀ + (K ∘ e^{G_C − G})ᵀ U
+
+and g = 0 gives back the ungated rule above.
+
 Both are differentiable (out-of-place torch ops; ``solve_triangular`` has a backward).
 """
 
@@ -33,6 +43,7 @@ from course_lib.validation import (
     check_choice,
     check_inputs,
     check_int,
+    check_log_decay,
     check_result,
     require_tensor,
 )
@@ -42,17 +53,21 @@ DEFAULT_CHUNK = 64
 
 
 def delta_rule_recurrent(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, state: torch.Tensor | None = None
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, state: torch.Tensor | None = None,
+    log_decay: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The definition token by token: (out [..., n, dv], S after [..., dk, dv]).
 
     q, k [..., n, dk] (normalised by the caller), v [..., n, dv], beta [..., n]; ``state`` is the
-    ledger before the first token (zeros when None).
+    ledger before the first token (zeros when None); ``log_decay`` [..., n] (≤ 0, or None for no
+    gate) fades the ledger by exp(g_t) before token t reads and writes it (the gated delta rule).
     """
     S = q.new_zeros(*q.shape[:-2], q.shape[-1], v.shape[-1]) if state is None else state  # [..., dk, dv]
     outputs = []
     for t in range(q.shape[-2]):
         k_t, v_t = k[..., t, :], v[..., t, :]  # [..., dk], [..., dv]
+        if log_decay is not None:
+            S = log_decay[..., t, None, None].exp() * S  # exp(g_t) S_{t−1}
         error = v_t - (k_t.unsqueeze(-2) @ S).squeeze(-2)  # v_t − Sᵀk_t [..., dv]
         S = S + k_t.unsqueeze(-1) * (beta[..., t, None] * error).unsqueeze(-2)  # + β k_t errorᵀ
         outputs.append((q[..., t, :].unsqueeze(-2) @ S).squeeze(-2))  # S_tᵀ q_t [..., dv]
@@ -61,49 +76,54 @@ def delta_rule_recurrent(
 
 def delta_rule_chunked(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, state: torch.Tensor | None = None,
-    *, chunk_size: int = DEFAULT_CHUNK,
+    log_decay: torch.Tensor | None = None, *, chunk_size: int = DEFAULT_CHUNK,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The WY / UT chunked form (module docstring): (out [..., n, dv], S after [..., dk, dv]).
 
     Same arguments as ``delta_rule_recurrent``. A last chunk shorter than C is padded with
-    tokens of k = v = q = 0 and β = 0, which write nothing (their u is 0) and are cut from the output.
+    tokens of k = v = q = 0, β = 0 and g = 0, which write and forget nothing (their u is 0) and are
+    cut from the output. The gate enters as Γ_ij = exp(G_i − G_j), one difference of running sums.
     """
     n, dk, dv = q.shape[-2], q.shape[-1], v.shape[-1]
     C = min(chunk_size, n)
     pad = -n % C
-    if pad:
-        q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
-        beta = F.pad(beta, (0, pad))
-    q, k, v = (x.unflatten(-2, (-1, C)) for x in (q, k, v))  # [..., nc, C, ·]
-    k_beta = k * beta.unflatten(-1, (-1, C)).unsqueeze(-1)  # diag(β) K [..., nc, C, dk]
-    v_beta = v * beta.unflatten(-1, (-1, C)).unsqueeze(-1)  # diag(β) V [..., nc, C, dv]
-    lower = (k_beta @ k.transpose(-1, -2)).tril(-1)  # stril(diag(β) K Kᵀ) [..., nc, C, C]
-    solved = torch.linalg.solve_triangular(lower, torch.cat([v_beta, k_beta], dim=-1), upper=False,
-                                           unitriangular=True)  # the unit diagonal is implied
-    u_values, w = solved.split([dv, dk], dim=-1)  # T diag(β) V [..., nc, C, dv], T diag(β) K [..., nc, C, dk]
-    scores = (q @ k.transpose(-1, -2)).tril()  # tril(Q Kᵀ) [..., nc, C, C]
+    log_decay = torch.zeros_like(beta) if log_decay is None else log_decay
+    q, k, v = (F.pad(x, (0, 0, 0, pad)).unflatten(-2, (-1, C)) for x in (q, k, v))  # [..., nc, C, ·]
+    beta, log_decay = (F.pad(x, (0, pad)).unflatten(-1, (-1, C)).unsqueeze(-1) for x in (beta, log_decay))
+    G = log_decay.cumsum(-2)  # running log gate from each chunk's start [..., nc, C, 1]
+    future = torch.ones(C, C, dtype=torch.bool, device=q.device).triu(1)  # j > i
+    gamma = (G - G.transpose(-1, -2)).masked_fill(future, -torch.inf).exp()  # Γ_ij = exp(G_i − G_j) [..., nc, C, C]
+    lower = ((beta * k) @ k.transpose(-1, -2) * gamma).tril(-1)  # stril(diag(β)(K Kᵀ ∘ Γ))
+    solved = torch.linalg.solve_triangular(lower, torch.cat([beta * v, beta * G.exp() * k], dim=-1),
+                                           upper=False, unitriangular=True)  # the unit diagonal is implied
+    u_values, w = solved.split([dv, dk], dim=-1)  # T diag(β) V [..., nc, C, dv], T diag(β e^G) K [..., nc, C, dk]
+    scores = q @ k.transpose(-1, -2) * gamma  # tril(Q Kᵀ ∘ Γ) [..., nc, C, C]
+    q_read, k_write = q * G.exp(), k * (G[..., -1:, :] - G).exp()  # Q ∘ e^G, K ∘ e^(G_C − G)
+    keep = G[..., -1, :].exp().unsqueeze(-1)  # exp(G_C) [..., nc, 1, 1]
     S = q.new_zeros(*q.shape[:-3], dk, dv) if state is None else state  # [..., dk, dv]
     outputs = []
     for c in range(q.shape[-3]):
         u = u_values[..., c, :, :] - w[..., c, :, :] @ S  # [..., C, dv]
-        outputs.append(q[..., c, :, :] @ S + scores[..., c, :, :] @ u)  # [..., C, dv]
-        S = S + k[..., c, :, :].transpose(-1, -2) @ u
+        outputs.append(q_read[..., c, :, :] @ S + scores[..., c, :, :] @ u)  # [..., C, dv]
+        S = keep[..., c, :, :] * S + k_write[..., c, :, :].transpose(-1, -2) @ u
     return torch.cat(outputs, dim=-2)[..., :n, :], S
 
 
 def delta_rule_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, *, method: str = "chunked",
-    chunk_size: int | None = None,
+    chunk_size: int | None = None, log_decay: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal delta-rule attention (DeltaNet), [..., n, dv] (notebook 12 §2).
 
     q, k [..., n, dk], v [..., n, dv]; beta [..., n], one write strength in (0, 1] per token (and
     head: leading dims broadcast like q's). q and k are L2-normalised here, over their last dim.
     ``method``: "chunked" (the WY form, C = ``chunk_size`` or 64) or "recurrent" (the definition);
-    they agree to rounding. Differentiable in q, k, v and beta. float16/bfloat16 run in float32
-    and come back in their own dtype. For a stream fed in pieces use ``DeltaRuleState``.
+    they agree to rounding. ``log_decay`` [..., n]: the gated delta rule (Gated DeltaNet, Yang, Kautz &
+    Hatamizadeh 2025), S_t = exp(g_t)(I − β_t k_t k_tᵀ)S_{t−1} + β_t k_t v_tᵀ, one log gate ≤ 0 per
+    token (and head); None is g = 0. Differentiable in q, k, v, beta and log_decay. float16/bfloat16
+    run in float32 and come back in their own dtype. For a stream fed in pieces use ``DeltaRuleState``.
     """
-    out, _ = _run(q, k, v, beta, method, chunk_size, None)
+    out, _ = _run(q, k, v, beta, method, chunk_size, None, log_decay)
     return out
 
 
@@ -134,18 +154,24 @@ class DeltaRuleState:
         """Bytes held: dk·dv numbers per batch/head entry, however long the stream."""
         return 0 if self.S is None else self.S.nbytes
 
-    def extend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
-        """Outputs [..., n, dv] of n new tokens (q, k [..., n, dk], v [..., n, dv], beta [..., n])."""
-        out, S = _run(q, k, v, beta, self.method, self.chunk_size, self.S)
+    def extend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor,
+               log_decay: torch.Tensor | None = None) -> torch.Tensor:
+        """Outputs [..., n, dv] of n new tokens (q, k [..., n, dk], v [..., n, dv], beta and log_decay [..., n])."""
+        out, S = _run(q, k, v, beta, self.method, self.chunk_size, self.S, log_decay)
         self.S, self.tokens_seen = S, self.tokens_seen + q.shape[-2]
         return out
 
-    def step(self, q_t: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, beta_t: torch.Tensor) -> torch.Tensor:
-        """One token: q_t, k_t [..., dk], v_t [..., dv], beta_t [...] -> o_t [..., dv]."""
+    def step(self, q_t: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, beta_t: torch.Tensor,
+             log_decay_t: torch.Tensor | None = None) -> torch.Tensor:
+        """One token: q_t, k_t [..., dk], v_t [..., dv], beta_t and log_decay_t [...] -> o_t [..., dv]."""
         for name, x in (("q_t", q_t), ("k_t", k_t), ("v_t", v_t)):
             require_tensor(name, x, min_dims=1)
         require_tensor("beta_t", beta_t, min_dims=0)
-        return self.extend(q_t.unsqueeze(-2), k_t.unsqueeze(-2), v_t.unsqueeze(-2), beta_t.unsqueeze(-1)).squeeze(-2)
+        if log_decay_t is not None:
+            require_tensor("log_decay_t", log_decay_t, min_dims=0)
+            log_decay_t = log_decay_t.unsqueeze(-1)
+        return self.extend(q_t.unsqueeze(-2), k_t.unsqueeze(-2), v_t.unsqueeze(-2), beta_t.unsqueeze(-1),
+                           log_decay_t).squeeze(-2)
 
 
 def _check_beta(beta: object, q: torch.Tensor) -> torch.Tensor:
@@ -159,7 +185,7 @@ def _check_beta(beta: object, q: torch.Tensor) -> torch.Tensor:
     return beta
 
 
-def _run(q, k, v, beta, method, chunk_size, state):
+def _run(q, k, v, beta, method, chunk_size, state, log_decay=None):
     """Check, normalise, run one form, check the result with one host sync (``validation.check_result``):
     (out, S after). A NaN or ±∞ anywhere in q, k or v reaches the output (normalising ±∞ gives NaN,
     and every later output reads the ledger); β is a gate, checked for (0, 1] in the same sync."""
@@ -169,13 +195,15 @@ def _run(q, k, v, beta, method, chunk_size, state):
         raise ValueError(f"q, k with dk={q.shape[-1]} and v with dv={v.shape[-1]} do not match the ledger built "
                          f"so far, [dk, dv] = {list(state.shape[-2:])}; call reset() for a new stream")
     q_n, k_n = (F.normalize(x, dim=-1) for x in (inputs.q, inputs.k))  # ‖q‖ = ‖k‖ = 1 (0 stays 0)
-    batch = broadcast_batch(q=q, k=k, v=v, beta=beta[..., None])  # beta [..., n] read as [..., n, 1]
+    gates = {} if log_decay is None else {"log_decay": check_log_decay(log_decay, q, per_channel=False)}  # [..., n, 1]
+    batch = broadcast_batch(q=q, k=k, v=v, beta=beta[..., None], **gates)  # beta [..., n] read as [..., n, 1]
     q_n, k_n, v_w = (x.expand(*batch, *x.shape[-2:]) for x in (q_n, k_n, inputs.v))
     beta_w = beta.to(inputs.q.dtype).expand(*batch, beta.shape[-1])
+    g_w = None if log_decay is None else gates["log_decay"].squeeze(-1).to(inputs.q.dtype).expand(*batch, q.shape[-2])
     if method == "recurrent":
-        out, S = delta_rule_recurrent(q_n, k_n, v_w, beta_w, state)
+        out, S = delta_rule_recurrent(q_n, k_n, v_w, beta_w, state, g_w)
     else:
-        out, S = delta_rule_chunked(q_n, k_n, v_w, beta_w, state, chunk_size=inputs.chunk_size or DEFAULT_CHUNK)
+        out, S = delta_rule_chunked(q_n, k_n, v_w, beta_w, state, g_w, chunk_size=inputs.chunk_size or DEFAULT_CHUNK)
     suspects = Suspects({"q": q, "k": k, "v": v}, gates={"beta": beta}, overflow="the ledger overflowed; rescale v")
     check_result(out, None, 0.0, suspects)
     return out.to(inputs.dtype), S

@@ -31,7 +31,15 @@ exponents are masked to −∞ above the diagonal *before* exp, so no inf·0 rea
 import torch
 import torch.nn.functional as F
 
-from course_lib.validation import Suspects, broadcast_batch, check_inputs, check_number, check_result, require_tensor
+from course_lib.validation import (
+    Suspects,
+    broadcast_batch,
+    check_inputs,
+    check_log_decay,
+    check_number,
+    check_result,
+    require_tensor,
+)
 
 METHODS = ("chunked", "recurrent")
 DEFAULT_CHUNK = 64
@@ -106,7 +114,7 @@ def gated_linear_attention(
     inputs = check_inputs(q, k, v, causal=True, method=method, methods=METHODS, chunk_size=chunk_size)
     dk, dv = q.shape[-1], v.shape[-1]
     scale = dk ** -0.5 if scale is None else check_number("scale", scale)
-    gates = _check_log_decay(log_decay, q)  # [..., n, dk or 1]
+    gates = check_log_decay(log_decay, q)  # [..., n, dk or 1]
     batch = broadcast_batch(q=q, k=k, v=v, log_decay=gates)
     q_w, k_w, v_w = (x.expand(*batch, *x.shape[-2:]) for x in (inputs.q, inputs.k, inputs.v))
     gates = gates.to(inputs.q.dtype).expand(*batch, *gates.shape[-2:])
@@ -118,30 +126,6 @@ def gated_linear_attention(
                                                         overflow="the ledger overflowed; rescale v"))
     out = out.to(inputs.dtype)
     return (out, S) if return_state else out
-
-
-def _check_log_decay(log_decay: object, q: torch.Tensor) -> torch.Tensor:
-    """log_decay as [..., n, dk] or [..., n, 1]; refuses a positive or non-finite entry, naming the first."""
-    require_tensor("log_decay", log_decay, min_dims=1)
-    if log_decay.dtype != q.dtype or log_decay.device != q.device:
-        raise ValueError(f"log_decay must share dtype and device with q, got {log_decay.dtype}/{log_decay.device} "
-                         f"and {q.dtype}/{q.device}")
-    n, dk = q.shape[-2:]
-    if log_decay.dim() == q.dim() and log_decay.shape[-2:] == (n, dk):
-        gates = log_decay
-    elif log_decay.dim() == q.dim() - 1 and log_decay.shape[-1] == n:
-        gates = log_decay.unsqueeze(-1)
-    else:
-        raise ValueError(f"log_decay must be [..., n, dk] = [..., {n}, {dk}] (one gate per key channel, as many dims "
-                         f"as q) or [..., n] = [..., {n}] (one per token, one dim fewer), got {tuple(log_decay.shape)} "
-                         f"for q {tuple(q.shape)}")
-    bad = ~(log_decay <= 0)  # positive or NaN
-    bad |= torch.isinf(log_decay)
-    if bad.any():
-        index = tuple(int(i) for i in bad.nonzero()[0])
-        raise ValueError(f"log_decay must be finite and <= 0 (a gate exp(g) in (0, 1]), found {int(bad.sum())} "
-                         f"entries that are not, the first at {index}: {log_decay[index].item()!r}")
-    return gates
 
 
 def _check_state(state: object, batch: torch.Size, dk: int, dv: int, like: torch.Tensor) -> torch.Tensor:

@@ -131,6 +131,32 @@ def require_tensor(name: str, x: object, *, min_dims: int = 2) -> torch.Tensor:
     return x
 
 
+def check_log_decay(log_decay: object, q: torch.Tensor, *, per_channel: bool = True) -> torch.Tensor:
+    """A log gate as [..., n, dk] or [..., n, 1]: ``log_decay`` [..., n, dk] (as many dims as q, one gate per
+    key channel; refused unless ``per_channel``) or [..., n] (one per token); refuses a positive or
+    non-finite entry, naming the first."""
+    require_tensor("log_decay", log_decay, min_dims=1)
+    if log_decay.dtype != q.dtype or log_decay.device != q.device:
+        raise ValueError(f"log_decay must share dtype and device with q, got {log_decay.dtype}/{log_decay.device} "
+                         f"and {q.dtype}/{q.device}")
+    n, dk = q.shape[-2:]
+    if per_channel and log_decay.dim() == q.dim() and log_decay.shape[-2:] == (n, dk):
+        gates = log_decay
+    elif log_decay.dim() == q.dim() - 1 and log_decay.shape[-1] == n:
+        gates = log_decay.unsqueeze(-1)
+    else:
+        channel = f"[..., n, dk] = [..., {n}, {dk}] (one gate per key channel, as many dims as q) or " if per_channel else ""
+        raise ValueError(f"log_decay must be {channel}[..., n] = [..., {n}] (one per token, one dim fewer than q), "
+                         f"got {tuple(log_decay.shape)} for q {tuple(q.shape)}")
+    bad = ~(log_decay <= 0)  # positive or NaN
+    bad |= torch.isinf(log_decay)
+    if bad.any():
+        index = tuple(int(i) for i in bad.nonzero()[0])
+        raise ValueError(f"log_decay must be finite and <= 0 (a gate exp(g) in (0, 1]), found {int(bad.sum())} "
+                         f"entries that are not, the first at {index}: {log_decay[index].item()!r}")
+    return gates
+
+
 def require_one_query(query: object, keys: object, values: object) -> None:
     """Check the shapes of one query against its keys: query [d], keys [n, d], values [n, dv].
 

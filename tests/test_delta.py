@@ -165,3 +165,87 @@ def test_a_bad_value_anywhere_is_refused_with_its_name(name, position, bad, meth
     inputs[name].view(-1)[position] = bad
     with pytest.raises(ValueError, match=f"^{name} must hold finite values"):
         delta_rule_attention(q, k, v, make_beta(6), method=method)
+
+
+# --- the gated delta rule (Gated DeltaNet): S_t = exp(g_t)(I − β_t k_t k_tᵀ)S_{t−1} + β_t k_t v_tᵀ ------------
+
+
+def make_log_decay(*shape: int, strength: float = 1.0, seed: int = 2, dtype=torch.float64) -> torch.Tensor:
+    """Log gates in (−strength, 0], [*shape] (the last dim is n)."""
+    return -strength * torch.rand(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def gated_by_definition(q, k, v, beta, log_decay):
+    """The gated rule with the matrices written out: one batch entry, plain loops."""
+    q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+    eye = torch.eye(q.shape[-1], dtype=q.dtype)
+    S = torch.zeros(q.shape[-1], v.shape[-1], dtype=q.dtype)
+    outputs = []
+    for t in range(q.shape[0]):
+        S = log_decay[t].exp() * (eye - beta[t] * torch.outer(k[t], k[t])) @ S + beta[t] * torch.outer(k[t], v[t])
+        outputs.append(S.T @ q[t])
+    return torch.stack(outputs)
+
+
+@pytest.mark.parametrize("method", ["recurrent", "chunked"])
+def test_the_gated_rule_is_its_definition(method):
+    q, k, v = seeded_qkv(n=11, d=4, dv=3)
+    beta, g = make_beta(11), make_log_decay(11)
+    got = delta_rule_attention(q, k, v, beta, log_decay=g, method=method, chunk_size=4)
+    assert (got - gated_by_definition(q, k, v, beta, g)).abs().max() < 1e-13
+
+
+@pytest.mark.parametrize("n, chunk_size", [(1, None), (37, 16), (64, 64), (65, 8), (20, 64)])
+def test_the_gated_chunked_form_equals_the_recurrence_on_ragged_lengths(n, chunk_size):
+    q, k, v = seeded_qkv(2, 3, n=n, d=8, dv=5)
+    beta, g = make_beta(2, 3, n), make_log_decay(2, 3, n)
+    recurrent = delta_rule_attention(q, k, v, beta, log_decay=g, method="recurrent")
+    chunked = delta_rule_attention(q, k, v, beta, log_decay=g, chunk_size=chunk_size)
+    assert (recurrent - chunked).abs().max() < 1e-10
+
+
+def test_a_gate_of_zero_is_the_ungated_rule():
+    q, k, v = seeded_qkv(2, n=30, d=8, dv=5)
+    beta = make_beta(2, 30)
+    ungated = delta_rule_attention(q, k, v, beta, chunk_size=8)
+    assert torch.allclose(delta_rule_attention(q, k, v, beta, log_decay=torch.zeros_like(beta), chunk_size=8), ungated,
+                          atol=1e-14)
+
+
+def test_strong_gates_stay_finite_in_float32_and_match_the_float64_recurrence():
+    q, k, v = seeded_qkv(1, 2, n=200, d=16, dv=8)
+    beta, g = make_beta(1, 2, 200), make_log_decay(1, 2, 200, strength=10.0)
+    exact = delta_rule_attention(q, k, v, beta, log_decay=g, method="recurrent")
+    fast = delta_rule_attention(*(x.float() for x in (q, k, v, beta)), log_decay=g.float(), chunk_size=64)
+    assert torch.isfinite(fast).all()
+    assert (fast.double() - exact).abs().max() < 1e-4 * exact.abs().max()
+
+
+def test_the_gated_stream_equals_one_call():
+    q, k, v = seeded_qkv(2, n=25, d=8, dv=5)
+    beta, g = make_beta(2, 25), make_log_decay(2, 25)
+    whole = delta_rule_attention(q, k, v, beta, log_decay=g, chunk_size=4)
+    stream = DeltaRuleState(chunk_size=4)
+    first = stream.extend(q[:, :17], k[:, :17], v[:, :17], beta[:, :17], g[:, :17])
+    rest = [stream.step(q[:, t], k[:, t], v[:, t], beta[:, t], g[:, t]) for t in range(17, 25)]
+    assert torch.allclose(torch.cat([first, torch.stack(rest, dim=1)], dim=1), whole, atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["recurrent", "chunked"])
+def test_gradcheck_through_the_gate(method):
+    q, k, v = (x.requires_grad_() for x in seeded_qkv(1, n=6, d=3, dv=2))
+    beta, g = make_beta(1, 6).requires_grad_(), make_log_decay(1, 6).requires_grad_()
+    run = lambda q, k, v, beta, g: delta_rule_attention(q, k, v, beta, log_decay=g.clamp(max=0), method=method,
+                                                        chunk_size=4)
+    assert torch.autograd.gradcheck(run, (q, k, v, beta, g))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda g: g + 0.5, "log_decay must be finite and <= 0"),
+    (lambda g: g.unsqueeze(-1).expand(2, 12, 8), r"log_decay must be \[..., n\] = \[..., 12\]"),
+    (lambda g: g[:, :-1], r"log_decay must be \[..., n\]"),
+])
+def test_a_bad_gate_is_refused_by_name(bad, message):
+    q, k, v = seeded_qkv(2, n=12, d=8, dv=5)
+    with pytest.raises(ValueError, match=message):
+        delta_rule_attention(q, k, v, make_beta(2, 12), log_decay=bad(make_log_decay(2, 12)))
