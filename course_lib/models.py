@@ -11,7 +11,11 @@ Only the mixer changes between runs (``MIXERS``):
 * "decay": ``linear_attention`` with a fixed γ per head, RetNet's γ_h = 1 − 2^{−(5+h)} (0.969, 0.984,
   … : memories of ~32, 64, … tokens), with the course's normaliser kept;
 * "delta": ``delta.delta_rule_attention`` with β = sigmoid(a linear map of the input), one per
-  token and head — the only mixer with parameters of its own (d_model·H + H of them).
+  token and head (d_model·H + H parameters of its own);
+* "gla": ``gated.gated_linear_attention`` with one gate per key channel, log α = logsigmoid(x W₁W₂ + b)/16
+  through a rank-16 map as GLA does (its τ = 16 keeps early gates near 1), no normaliser, an RMS norm
+  per head on the output;
+* "gated_delta": the delta rule with a gate per token and head, log α = logsigmoid(W x + b), β as "delta".
 
 ``feature_map`` ("elu+1", "identity" or "relu", with mixer "linear" only) swaps φ and divides by the
 normaliser φ(q_i)ᵀΣ_{j≤i}φ(k_j) + ``eps`` as it comes, *without* the refusal of a normaliser ≤ 0
@@ -26,15 +30,18 @@ value's position must know its key. It is applied to every mixer alike, so the c
 """
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from course_lib.attention import linear_attention, linear_sums, softmax_attention
 from course_lib.delta import delta_rule_attention
 from course_lib.feature_maps import elu_plus_one, identity, relu
+from course_lib.gated import gated_linear_attention
 from course_lib.random_features import PerformerFeatures
 from course_lib.validation import check_choice, check_int, check_ints
 
-MIXERS = ("softmax", "linear", "performer", "decay", "delta")
+MIXERS = ("softmax", "linear", "performer", "decay", "delta", "gla", "gated_delta")
+GATE_RANK, GATE_TEMPERATURE = 16, 16.0  # GLA's low-rank gate map and its τ
 FEATURE_MAPS = {"elu+1": elu_plus_one, "identity": identity, "relu": relu}  # for ``feature_map``
 
 
@@ -61,7 +68,10 @@ class Mixer(nn.Module):
         self.conv = nn.Conv1d(d_model, d_model, conv_size, groups=d_model, padding=conv_size - 1) if conv_size else None
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
         self.out = nn.Linear(d_model, d_model, bias=False)
-        self.beta = nn.Linear(d_model, n_heads) if kind == "delta" else None
+        self.beta = nn.Linear(d_model, n_heads) if kind in ("delta", "gated_delta") else None
+        self.gate = {"gla": lambda: nn.Sequential(nn.Linear(d_model, GATE_RANK, bias=False), nn.Linear(GATE_RANK, d_model)),
+                     "gated_delta": lambda: nn.Linear(d_model, n_heads)}.get(kind, lambda: None)()
+        self.head_norm = nn.RMSNorm(self.head_dim) if kind == "gla" else None  # no normaliser: a norm instead
         if kind == "performer":
             generator = torch.Generator().manual_seed(seed)
             self.features = PerformerFeatures(self.head_dim, self.head_dim, generator=generator)
@@ -88,9 +98,14 @@ class Mixer(nn.Module):
             mixed = linear_attention(q, k, v, self.features, causal=True)
         elif self.kind == "decay":
             mixed = linear_attention(q, k, v, causal=True, decay=self.gamma.to(x.dtype))
+        elif self.kind == "gla":
+            log_gate = F.logsigmoid(self.gate(x)) / GATE_TEMPERATURE  # [B, T, D], <= 0
+            log_gate = log_gate.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # [B, H, T, dh]
+            mixed = self.head_norm(gated_linear_attention(q, k, v, log_gate))
         else:
             beta = torch.sigmoid(self.beta(x)).transpose(1, 2)  # [B, H, T], in (0, 1)
-            mixed = delta_rule_attention(q, k, v, beta)
+            log_gate = F.logsigmoid(self.gate(x)).transpose(1, 2) if self.gate is not None else None  # [B, H, T]
+            mixed = delta_rule_attention(q, k, v, beta, log_decay=log_gate)
         return self.out(mixed.transpose(1, 2).reshape(B, T, D))
 
 

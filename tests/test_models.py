@@ -49,11 +49,29 @@ def test_the_same_seed_gives_the_same_weights_and_leaves_the_global_generator_al
     assert not torch.equal(a.head.weight, TinyLM(20, mixer="performer", seed=6).head.weight)
 
 
-def test_mixers_share_the_budget_except_the_delta_rules_beta_layer():
+def test_mixers_share_the_budget_except_their_gate_layers():
     counts = {mixer: TinyLM(64, d_model=32, n_heads=4, n_layers=2, mixer=mixer).parameter_count() for mixer in MIXERS}
-    delta_extra = 2 * (32 * 4 + 4)  # per layer: β = sigmoid(W x + b), W [H, D]
-    assert len({count for mixer, count in counts.items() if mixer != "delta"}) == 1
-    assert counts["delta"] - counts["softmax"] == delta_extra
+    per_head = 32 * 4 + 4  # β or a per-head gate: sigmoid(W x + b), W [H, D]
+    extra = {"delta": 2 * per_head, "gated_delta": 2 * 2 * per_head,
+             "gla": 2 * (32 * 16 + 16 * 32 + 32 + 8)}  # rank-16 gate map and the heads' RMS-norm weight [dh]
+    assert len({count for mixer, count in counts.items() if mixer not in extra}) == 1
+    assert {mixer: counts[mixer] - counts["softmax"] for mixer in extra} == extra
+    assert max(counts.values()) <= 1.15 * counts["softmax"]  # issue 27: the same budget within 15 %
+
+
+@pytest.mark.parametrize("mixer", ["gla", "gated_delta"])
+def test_a_training_step_lowers_the_loss_of_the_gated_mixers(mixer):
+    model = TinyLM(16, d_model=32, n_heads=4, n_layers=2, mixer=mixer, max_len=32)
+    tokens = torch.randint(0, 16, (8, 24), generator=torch.Generator().manual_seed(0))
+    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(5):
+        loss = torch.nn.functional.cross_entropy(model(tokens[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten())
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0], losses
 
 
 def test_retnet_decays_per_head():

@@ -6,10 +6,9 @@ import pytest
 import torch
 
 from course_lib.device import one_thread
-from course_lib.models import MIXERS
 from course_lib.recall import IGNORE, mqar, recall_accuracy
 from course_lib.recall import sweep
-from course_lib.recall.sweep import QUICK, SweepSettings, run_sweep, summarise, sweep_figure
+from course_lib.recall.sweep import QUICK, RECALL_MIXERS, SweepSettings, run_sweep, summarise, sweep_figure
 from course_lib.recall.train import RecallRun, train_recall
 from course_tools.recall.__main__ import main
 
@@ -80,9 +79,9 @@ def test_the_sweep_trains_every_combination_with_the_same_steps_seeds_and_tokens
     settings = SweepSettings(num_pairs=(2, 4), head_dims=(8, 16), seeds=(0, 1), template=RecallRun("softmax", 1),
                              tokens_per_step=512)
     runs = settings.runs()
-    assert len(runs) == len(MIXERS) * 2 * 2 * 2
+    assert len(runs) == len(RECALL_MIXERS) * 2 * 2 * 2
     assert {(r.mixer, r.num_pairs, r.head_dim, r.seed) for r in runs} == {
-        (m, p, h, s) for m in MIXERS for p in (2, 4) for h in (8, 16) for s in (0, 1)}
+        (m, p, h, s) for m in RECALL_MIXERS for p in (2, 4) for h in (8, 16) for s in (0, 1)}
     assert {(r.steps, r.lr) for r in runs} == {(600, 3e-3)}
     assert {(r.num_pairs, r.seq_len, r.batch_size) for r in runs} == {(2, 8, 64), (4, 16, 32)}
     assert {r.seq_len * r.batch_size for r in runs} == {512}  # the same tokens, and queries, in every step
@@ -113,7 +112,7 @@ def test_the_quick_command_writes_every_summary_row_and_the_plot(tmp_path, capsy
     out = tmp_path / "recall.json"
     assert main(["--quick", "--device", "cpu", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
-    expected = {(m, h, p) for m in MIXERS for h in QUICK.head_dims for p in QUICK.num_pairs}
+    expected = {(m, h, p) for m in RECALL_MIXERS for h in QUICK.head_dims for p in QUICK.num_pairs}
     assert {(r["mixer"], r["head_dim"], r["num_pairs"]) for r in result["summary"]} == expected
     assert len(result["runs"]) == len(QUICK.runs()) and result["meta"]["quick"] is True
     assert out.with_suffix(".png").stat().st_size > 10_000
