@@ -15,7 +15,11 @@ Only the mixer changes between runs (``MIXERS``):
 * "gla": ``gated.gated_linear_attention`` with one gate per key channel, log α = logsigmoid(x W₁W₂ + b)/16
   through a rank-16 map as GLA does (its τ = 16 keeps early gates near 1), no normaliser, an RMS norm
   per head on the output;
-* "gated_delta": the delta rule with a gate per token and head, log α = logsigmoid(W x + b), β as "delta".
+* "gated_delta": the delta rule with a gate per token and head, log α = logsigmoid(W x + b), β as "delta";
+* "based": Based's two parts summed (Arora et al. 2024): linear attention with the second-order Taylor
+  map of notebook 03b on q and k projected to ``BASED_FEATURES`` dims (positive, so the normaliser stays),
+  plus exact softmax attention over the last ``BASED_WINDOW`` tokens (written here as a masked n×n
+  softmax: readable, O(n²); a fast form keeps only the band).
 
 ``feature_map`` ("elu+1", "identity" or "relu", with mixer "linear" only) swaps φ and divides by the
 normaliser φ(q_i)ᵀΣ_{j≤i}φ(k_j) + ``eps`` as it comes, *without* the refusal of a normaliser ≤ 0
@@ -29,25 +33,37 @@ a convolution so that a token can see its left neighbour cheaply: in associative
 value's position must know its key. It is applied to every mixer alike, so the comparison stays fair.
 """
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from course_lib.attention import linear_attention, linear_sums, softmax_attention
 from course_lib.delta import delta_rule_attention
-from course_lib.feature_maps import elu_plus_one, identity, relu
+from course_lib.feature_maps import elu_plus_one, identity, relu, taylor_features
 from course_lib.gated import gated_linear_attention
 from course_lib.random_features import PerformerFeatures
 from course_lib.validation import check_choice, check_int, check_ints
 
-MIXERS = ("softmax", "linear", "performer", "decay", "delta", "gla", "gated_delta")
+MIXERS = ("softmax", "linear", "performer", "decay", "delta", "gla", "gated_delta", "based")
 GATE_RANK, GATE_TEMPERATURE = 16, 16.0  # GLA's low-rank gate map and its τ
+BASED_FEATURES, BASED_WINDOW = 4, 8  # Based's small feature dim (1 + 4 + 16 Taylor features) and its window
 FEATURE_MAPS = {"elu+1": elu_plus_one, "identity": identity, "relu": relu}  # for ``feature_map``
 
 
 def head_decays(n_heads: int) -> torch.Tensor:
     """RetNet's γ_h = 1 − 2^{−(5+h)} for heads h = 0 … H−1 [H] float64: head h keeps ~2^{5+h} tokens."""
     return 1 - 2.0 ** -(torch.arange(n_heads, dtype=torch.float64) + 5)
+
+
+def window_softmax(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
+    """Causal softmax attention over keys i − window < j ≤ i: [..., n, dv] (q, k [..., n, d], v [..., n, dv])."""
+    n = q.shape[-2]
+    offset = torch.arange(n, device=q.device)[:, None] - torch.arange(n, device=q.device)[None, :]  # i − j [n, n]
+    outside = (offset < 0) | (offset >= window)
+    scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5  # [..., n, n]
+    return scores.masked_fill(outside, -torch.inf).softmax(-1) @ v
 
 
 class Mixer(nn.Module):
@@ -72,6 +88,7 @@ class Mixer(nn.Module):
         self.gate = {"gla": lambda: nn.Sequential(nn.Linear(d_model, GATE_RANK, bias=False), nn.Linear(GATE_RANK, d_model)),
                      "gated_delta": lambda: nn.Linear(d_model, n_heads)}.get(kind, lambda: None)()
         self.head_norm = nn.RMSNorm(self.head_dim) if kind == "gla" else None  # no normaliser: a norm instead
+        self.feature_proj = nn.Linear(self.head_dim, 2 * BASED_FEATURES, bias=False) if kind == "based" else None
         if kind == "performer":
             generator = torch.Generator().manual_seed(seed)
             self.features = PerformerFeatures(self.head_dim, self.head_dim, generator=generator)
@@ -98,6 +115,11 @@ class Mixer(nn.Module):
             mixed = linear_attention(q, k, v, self.features, causal=True)
         elif self.kind == "decay":
             mixed = linear_attention(q, k, v, causal=True, decay=self.gamma.to(x.dtype))
+        elif self.kind == "based":
+            project_q, project_k = self.feature_proj.weight.chunk(2)  # [d', dh] each
+            q_f, k_f = (x @ w.T / BASED_FEATURES ** 0.25 for x, w in ((q, project_q), (k, project_k)))  # [B, H, T, d']
+            taylor = linear_attention(q_f, k_f, v, partial(taylor_features, order=2), causal=True)
+            mixed = taylor + window_softmax(q, k, v, BASED_WINDOW)
         elif self.kind == "gla":
             log_gate = F.logsigmoid(self.gate(x)) / GATE_TEMPERATURE  # [B, T, D], <= 0
             log_gate = log_gate.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # [B, H, T, dh]

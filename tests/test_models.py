@@ -53,13 +53,14 @@ def test_mixers_share_the_budget_except_their_gate_layers():
     counts = {mixer: TinyLM(64, d_model=32, n_heads=4, n_layers=2, mixer=mixer).parameter_count() for mixer in MIXERS}
     per_head = 32 * 4 + 4  # β or a per-head gate: sigmoid(W x + b), W [H, D]
     extra = {"delta": 2 * per_head, "gated_delta": 2 * 2 * per_head,
-             "gla": 2 * (32 * 16 + 16 * 32 + 32 + 8)}  # rank-16 gate map and the heads' RMS-norm weight [dh]
+             "gla": 2 * (32 * 16 + 16 * 32 + 32 + 8),  # rank-16 gate map and the heads' RMS-norm weight [dh]
+             "based": 2 * 8 * 8}  # the q and k feature maps [d', dh] with d' = 4, dh = 8
     assert len({count for mixer, count in counts.items() if mixer not in extra}) == 1
     assert {mixer: counts[mixer] - counts["softmax"] for mixer in extra} == extra
     assert max(counts.values()) <= 1.15 * counts["softmax"]  # issue 27: the same budget within 15 %
 
 
-@pytest.mark.parametrize("mixer", ["gla", "gated_delta"])
+@pytest.mark.parametrize("mixer", ["gla", "gated_delta", "based"])
 def test_a_training_step_lowers_the_loss_of_the_gated_mixers(mixer):
     model = TinyLM(16, d_model=32, n_heads=4, n_layers=2, mixer=mixer, max_len=32)
     tokens = torch.randint(0, 16, (8, 24), generator=torch.Generator().manual_seed(0))
@@ -179,3 +180,15 @@ def test_summarise_groups_seeds_and_skips_missing_numbers():
     assert first["nonfinite_steps"] == [3, None] and first["spikes"] == 2
     assert first["smallest_normaliser"] == 0.0 and first["largest_grad_norm"] == 2.0
     assert first["recall"] == [0.0, 0.9] and first["final_loss"] == [None, 1.0]
+
+
+def test_the_window_softmax_is_causal_softmax_over_its_window():
+    from course_lib.attention import softmax_attention
+    from course_lib.device import seeded_qkv
+    from course_lib.models import window_softmax
+
+    q, k, v = seeded_qkv(2, n=12, d=8, dv=5)
+    assert torch.allclose(window_softmax(q, k, v, 12), softmax_attention(q, k, v, causal=True), atol=1e-12)
+    assert torch.allclose(window_softmax(q, k, v, 1), v, atol=1e-12)
+    narrow, full = window_softmax(q, k, v, 3), softmax_attention(q[..., 6:, :], k[..., 4:7, :], v[..., 4:7, :])
+    assert torch.allclose(narrow[..., 6, :], full[..., 0, :], atol=1e-12)  # query 6 sees keys 4, 5, 6
