@@ -25,7 +25,9 @@ Only the mixer changes between runs (``MIXERS``):
 normaliser φ(q_i)ᵀΣ_{j≤i}φ(k_j) + ``eps`` as it comes, *without* the refusal of a normaliser ≤ 0
 that ``attention.linear_attention`` adds; each mixer then keeps the smallest |normaliser| of its
 last forward pass in ``smallest_normaliser``. Notebook 09 §4 trains with it to see what signed
-maps do to training.
+maps do to training. ``normaliser=False`` (mixer "linear") drops the denominator altogether and puts
+an RMS norm per head on the sums instead, as RetNet and TransNormer do (φ = ``feature_map`` or elu+1):
+a signed map such as "identity" is then as valid as a positive one (notebook 13).
 
 Every mixer sees the same input: a short causal depthwise convolution (``conv_size`` taps, 0 turns
 it off) over the normalised block input, then the q, k, v projections. Zoology and Based use such
@@ -44,7 +46,7 @@ from course_lib.delta import delta_rule_attention
 from course_lib.feature_maps import elu_plus_one, identity, relu, taylor_features
 from course_lib.gated import gated_linear_attention
 from course_lib.random_features import PerformerFeatures
-from course_lib.validation import check_choice, check_int, check_ints
+from course_lib.validation import check_choice, check_flag, check_int, check_ints
 
 MIXERS = ("softmax", "linear", "performer", "decay", "delta", "gla", "gated_delta", "based")
 GATE_RANK, GATE_TEMPERATURE = 16, 16.0  # GLA's low-rank gate map and its τ
@@ -70,12 +72,17 @@ class Mixer(nn.Module):
     """Causal token mixing by one of ``MIXERS``: [B, T, D] -> [B, T, D], H heads of D/H dims."""
 
     def __init__(self, d_model: int, n_heads: int, kind: str, *, conv_size: int = 4, seed: int = 0,
-                 feature_map: str | None = None, eps: float = 0.0):
+                 feature_map: str | None = None, eps: float = 0.0, normaliser: bool = True):
         super().__init__()
         check_choice("mixer", kind, MIXERS)
+        self.normalised = check_flag("normaliser", normaliser)
+        if not normaliser and kind != "linear":
+            raise ValueError(f"normaliser=False drops linear attention's denominator: it needs mixer 'linear', got {kind!r}")
         if feature_map is not None and (kind != "linear" or feature_map not in FEATURE_MAPS):
             raise ValueError(f"feature_map must be None or, with mixer 'linear', one of {tuple(FEATURE_MAPS)}; "
                              f"got {feature_map!r} with mixer {kind!r}")
+        if not normaliser:
+            feature_map = feature_map or "elu+1"
         self.phi, self.eps = (None if feature_map is None else FEATURE_MAPS[feature_map]), float(eps)
         self.smallest_normaliser: torch.Tensor | None = None  # min |φ(q)ᵀΣφ(k) + eps|, last forward
         if d_model % n_heads:
@@ -87,7 +94,7 @@ class Mixer(nn.Module):
         self.beta = nn.Linear(d_model, n_heads) if kind in ("delta", "gated_delta") else None
         self.gate = {"gla": lambda: nn.Sequential(nn.Linear(d_model, GATE_RANK, bias=False), nn.Linear(GATE_RANK, d_model)),
                      "gated_delta": lambda: nn.Linear(d_model, n_heads)}.get(kind, lambda: None)()
-        self.head_norm = nn.RMSNorm(self.head_dim) if kind == "gla" else None  # no normaliser: a norm instead
+        self.head_norm = nn.RMSNorm(self.head_dim) if kind == "gla" or not normaliser else None  # no normaliser: a norm
         self.feature_proj = nn.Linear(self.head_dim, 2 * BASED_FEATURES, bias=False) if kind == "based" else None
         if kind == "performer":
             generator = torch.Generator().manual_seed(seed)
@@ -100,7 +107,9 @@ class Mixer(nn.Module):
         if self.conv is not None:
             x = self.conv(x.transpose(1, 2))[..., :T].transpose(1, 2)  # causal: the first T outputs [B, T, D]
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # [B, H, T, dh]
-        if self.phi is not None:  # the plain division, no refusal (module docstring)
+        if not self.normalised:  # the sums alone, then a norm per head (module docstring)
+            mixed = self.head_norm(linear_sums(self.phi(q), self.phi(k), v, causal=True, method="auto")[0])
+        elif self.phi is not None:  # the plain division, no refusal (module docstring)
             numerator, denominator = linear_sums(self.phi(q), self.phi(k), v, causal=True,
                                                  method="auto")[:2]  # the raw sums [B, H, T, dh], [B, H, T]
             normaliser = denominator + self.eps
@@ -150,7 +159,7 @@ class TinyLM(nn.Module):
 
     def __init__(self, vocab_size: int, *, d_model: int = 64, n_layers: int = 2, n_heads: int = 4,
                  mixer: str = "softmax", max_len: int = 256, conv_size: int = 4, seed: int = 0,
-                 feature_map: str | None = None, eps: float = 0.0):
+                 feature_map: str | None = None, eps: float = 0.0, normaliser: bool = True):
         super().__init__()
         check_ints(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, n_heads=n_heads, max_len=max_len)
         check_int("conv_size", conv_size, at_least=0, meaning="0: no convolution")
@@ -159,7 +168,8 @@ class TinyLM(nn.Module):
             torch.manual_seed(seed)
             self.embed, self.position = nn.Embedding(vocab_size, d_model), nn.Embedding(max_len, d_model)
             self.blocks = nn.ModuleList(Block(d_model, n_heads, mixer, conv_size=conv_size, seed=seed + layer,
-                                              feature_map=feature_map, eps=eps) for layer in range(n_layers))
+                                              feature_map=feature_map, eps=eps, normaliser=normaliser)
+                                        for layer in range(n_layers))
             self.norm, self.head = nn.LayerNorm(d_model), nn.Linear(d_model, vocab_size)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:

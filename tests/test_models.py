@@ -192,3 +192,29 @@ def test_the_window_softmax_is_causal_softmax_over_its_window():
     assert torch.allclose(window_softmax(q, k, v, 1), v, atol=1e-12)
     narrow, full = window_softmax(q, k, v, 3), softmax_attention(q[..., 6:, :], k[..., 4:7, :], v[..., 4:7, :])
     assert torch.allclose(narrow[..., 6, :], full[..., 0, :], atol=1e-12)  # query 6 sees keys 4, 5, 6
+
+
+@pytest.mark.parametrize("feature_map", [None, "identity"])
+def test_the_normaliser_free_linear_mixer_trains_causally_with_a_signed_map(feature_map):
+    model = TinyLM(16, d_model=32, n_heads=4, mixer="linear", feature_map=feature_map, normaliser=False, max_len=32)
+    tokens = torch.randint(0, 16, (4, 20), generator=torch.Generator().manual_seed(0))
+    changed = tokens.clone()
+    changed[:, 12:] = (changed[:, 12:] + 1) % 16
+    assert torch.equal(model(tokens)[:, :12], model(changed)[:, :12])  # nothing after position 11 reaches it
+    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(5):
+        loss = torch.nn.functional.cross_entropy(model(tokens[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten())
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0], losses
+    assert model.parameter_count() == TinyLM(16, d_model=32, n_heads=4, max_len=32).parameter_count() + 2 * 8
+
+
+def test_only_the_linear_mixer_drops_its_normaliser():
+    with pytest.raises(ValueError, match="normaliser=False .* needs mixer 'linear', got 'softmax'"):
+        TinyLM(16, mixer="softmax", normaliser=False)
+    with pytest.raises(TypeError, match="normaliser must be True or False"):
+        TinyLM(16, mixer="linear", normaliser="no")
