@@ -37,6 +37,7 @@ Both are differentiable (out-of-place torch ops; ``solve_triangular`` has a back
 import torch
 import torch.nn.functional as F
 
+from course_lib.state import CarriedLedger
 from course_lib.validation import (
     Suspects,
     broadcast_batch,
@@ -127,7 +128,7 @@ def delta_rule_attention(
     return out
 
 
-class DeltaRuleState:
+class DeltaRuleState(CarriedLedger):
     """A stream's delta-rule ledger S [..., dk, dv]: ``extend`` (or ``step``, one token) equals
     ``delta_rule_attention`` over the whole stream, with memory that does not grow (notebook 12 §2).
 
@@ -137,29 +138,12 @@ class DeltaRuleState:
     def __init__(self, *, method: str = "chunked", chunk_size: int | None = None):
         self.method = check_choice("method", method, METHODS)
         self.chunk_size = check_int("chunk_size", chunk_size, optional=True)
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget the stream."""
-        self.S: torch.Tensor | None = None  # [..., dk, dv] in the arithmetic's dtype
-        self.tokens_seen = 0
-
-    def detach_(self) -> None:
-        """Keep the ledger's values, drop its gradient history."""
-        if self.S is not None:
-            self.S = self.S.detach()
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held: dk·dv numbers per batch/head entry, however long the stream."""
-        return 0 if self.S is None else self.S.nbytes
+        super().__init__()
 
     def extend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor,
                log_decay: torch.Tensor | None = None) -> torch.Tensor:
         """Outputs [..., n, dv] of n new tokens (q, k [..., n, dk], v [..., n, dv], beta and log_decay [..., n])."""
-        out, S = _run(q, k, v, beta, self.method, self.chunk_size, self.S, log_decay)
-        self.S, self.tokens_seen = S, self.tokens_seen + q.shape[-2]
-        return out
+        return self._carry(*_run(q, k, v, beta, self.method, self.chunk_size, self.S, log_decay), q.shape[-2])
 
     def step(self, q_t: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, beta_t: torch.Tensor,
              log_decay_t: torch.Tensor | None = None) -> torch.Tensor:

@@ -31,10 +31,13 @@ exponents are masked to −∞ above the diagonal *before* exp, so no inf·0 rea
 import torch
 import torch.nn.functional as F
 
+from course_lib.state import CarriedLedger
 from course_lib.validation import (
     Suspects,
     broadcast_batch,
+    check_choice,
     check_inputs,
+    check_int,
     check_log_decay,
     check_number,
     check_result,
@@ -141,3 +144,33 @@ def _check_state(state: object, batch: torch.Size, dk: int, dv: int, like: torch
         return state.to(like.dtype).expand(*batch, dk, dv)
     except RuntimeError:
         raise ValueError(f"initial_state {tuple(state.shape)} must broadcast to the batch dims {tuple(batch)}") from None
+
+
+class GatedLedgerState(CarriedLedger):
+    """A stream's gated ledger S [..., dk, dv]: ``extend`` (or ``step``, one token) equals
+    ``gated_linear_attention`` over the whole stream, in memory that does not grow (notebook 13).
+
+    ``scale``, ``method`` and ``chunk_size`` as in ``gated_linear_attention``.
+    """
+
+    def __init__(self, *, scale: float | None = None, method: str = "chunked", chunk_size: int | None = None):
+        self.options = {"scale": check_number("scale", scale, optional=True),
+                        "method": check_choice("method", method, METHODS),
+                        "chunk_size": check_int("chunk_size", chunk_size, optional=True)}
+        super().__init__()
+
+    def extend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch.Tensor) -> torch.Tensor:
+        """Outputs [..., n, dv] of n new tokens (arguments as ``gated_linear_attention``'s)."""
+        if self.S is not None and self.S.shape[-2:] != (q.shape[-1], v.shape[-1]):
+            raise ValueError(f"q, k with dk={q.shape[-1]} and v with dv={v.shape[-1]} do not match the ledger built "
+                             f"so far, [dk, dv] = {list(self.S.shape[-2:])}; call reset() for a new stream")
+        out, S = gated_linear_attention(q, k, v, log_decay, initial_state=self.S, return_state=True, **self.options)
+        return self._carry(out, S, q.shape[-2])
+
+    def step(self, q_t: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, log_decay_t: torch.Tensor) -> torch.Tensor:
+        """One token: q_t, k_t [..., dk], v_t [..., dv], log_decay_t [..., dk] or [...] -> o_t [..., dv]."""
+        for name, x in (("q_t", q_t), ("k_t", k_t), ("v_t", v_t), ("log_decay_t", log_decay_t)):
+            require_tensor(name, x, min_dims=0 if name == "log_decay_t" else 1)
+        per_channel = log_decay_t.dim() == q_t.dim()  # [..., dk] as many dims as q_t, else [...]
+        gate = log_decay_t.unsqueeze(-2) if per_channel else log_decay_t.unsqueeze(-1)
+        return self.extend(q_t.unsqueeze(-2), k_t.unsqueeze(-2), v_t.unsqueeze(-2), gate).squeeze(-2)

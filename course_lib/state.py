@@ -8,6 +8,35 @@ from course_lib.feature_maps import FeatureMap, elu_plus_one, feature_pair
 from course_lib.validation import check_decay, check_eps, check_inputs, check_int
 
 
+class CarriedLedger:
+    """What the streams of the delta rule and the gated ledger share: one ledger S [..., dk, dv] carried
+    from call to call (``reset``, ``detach_``, ``nbytes``, ``tokens_seen``). When the inputs require
+    grad so does the ledger (truncated backprop: ``detach_`` cuts it)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the stream."""
+        self.S: torch.Tensor | None = None  # [..., dk, dv] in the arithmetic's dtype
+        self.tokens_seen = 0
+
+    def detach_(self) -> None:
+        """Keep the ledger's values, drop its gradient history."""
+        if self.S is not None:
+            self.S = self.S.detach()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: dk·dv numbers per batch/head entry, however long the stream."""
+        return 0 if self.S is None else self.S.nbytes
+
+    def _carry(self, out: torch.Tensor, S: torch.Tensor, tokens: int) -> torch.Tensor:
+        """Keep the ledger after ``tokens`` more tokens; return their outputs."""
+        self.S, self.tokens_seen = S, self.tokens_seen + tokens
+        return out
+
+
 class LinearAttentionState:
     """Streaming causal linear attention (notebook 05, "the ledger").
 

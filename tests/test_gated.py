@@ -168,3 +168,19 @@ def test_a_non_finite_input_is_named():
     v[0, 0, 3, 1] = float("inf")
     with pytest.raises(ValueError, match="v must hold finite values"):
         gated_linear_attention(q, k, v, g)
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_the_stream_equals_one_call_and_keeps_its_size(per_channel):
+    from course_lib.gated import GatedLedgerState
+
+    q, k, v, g = inputs((2,), n=30, per_channel=per_channel)
+    whole = gated_linear_attention(q, k, v, g, chunk_size=8)
+    stream = GatedLedgerState(chunk_size=8)
+    first = stream.extend(q[:, :19], k[:, :19], v[:, :19], g[:, :19])
+    size = stream.nbytes
+    rest = [stream.step(q[:, t], k[:, t], v[:, t], g[:, t]) for t in range(19, 30)]
+    assert torch.allclose(torch.cat([first, torch.stack(rest, dim=1)], dim=1), whole, atol=1e-12)
+    assert stream.nbytes == size == 2 * 8 * 5 * 8 and stream.tokens_seen == 30
+    with pytest.raises(ValueError, match="do not match the ledger built so far"):
+        stream.extend(q[:, :3, :4], k[:, :3, :4], v[:, :3], g[:, :3, :4] if per_channel else g[:, :3])
