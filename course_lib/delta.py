@@ -37,6 +37,7 @@ Both are differentiable (out-of-place torch ops; ``solve_triangular`` has a back
 import torch
 import torch.nn.functional as F
 
+from course_lib.gated import exp_below_diagonal, in_chunks
 from course_lib.state import CarriedLedger
 from course_lib.validation import (
     Suspects,
@@ -87,13 +88,11 @@ def delta_rule_chunked(
     """
     n, dk, dv = q.shape[-2], q.shape[-1], v.shape[-1]
     C = min(chunk_size, n)
-    pad = -n % C
     log_decay = torch.zeros_like(beta) if log_decay is None else log_decay
-    q, k, v = (F.pad(x, (0, 0, 0, pad)).unflatten(-2, (-1, C)) for x in (q, k, v))  # [..., nc, C, ·]
-    beta, log_decay = (F.pad(x, (0, pad)).unflatten(-1, (-1, C)).unsqueeze(-1) for x in (beta, log_decay))
+    q, k, v, beta, log_decay = (in_chunks(x, C) for x in (q, k, v, beta.unsqueeze(-1), log_decay.unsqueeze(-1)))
+    # [..., nc, C, ·], beta and log_decay [..., nc, C, 1]
     G = log_decay.cumsum(-2)  # running log gate from each chunk's start [..., nc, C, 1]
-    future = torch.ones(C, C, dtype=torch.bool, device=q.device).triu(1)  # j > i
-    gamma = (G - G.transpose(-1, -2)).masked_fill(future, -torch.inf).exp()  # Γ_ij = exp(G_i − G_j) [..., nc, C, C]
+    gamma = exp_below_diagonal(G - G.transpose(-1, -2))  # Γ_ij = exp(G_i − G_j) for j ≤ i [..., nc, C, C]
     lower = ((beta * k) @ k.transpose(-1, -2) * gamma).tril(-1)  # stril(diag(β)(K Kᵀ ∘ Γ))
     solved = torch.linalg.solve_triangular(lower, torch.cat([beta * v, beta * G.exp() * k], dim=-1),
                                            upper=False, unitriangular=True)  # the unit diagonal is implied
@@ -103,10 +102,12 @@ def delta_rule_chunked(
     keep = G[..., -1, :].exp().unsqueeze(-1)  # exp(G_C) [..., nc, 1, 1]
     S = q.new_zeros(*q.shape[:-3], dk, dv) if state is None else state  # [..., dk, dv]
     outputs = []
-    for c in range(q.shape[-3]):
-        u = u_values[..., c, :, :] - w[..., c, :, :] @ S  # [..., C, dv]
-        outputs.append(q_read[..., c, :, :] @ S + scores[..., c, :, :] @ u)  # [..., C, dv]
-        S = keep[..., c, :, :] * S + k_write[..., c, :, :].transpose(-1, -2) @ u
+    # unbind, not indexing: an index's backward writes a zero tensor of the whole operand, once per chunk
+    for u_c, w_c, q_c, scores_c, keep_c, k_c in zip(*(x.unbind(-3) for x in (u_values, w, q_read, scores, keep,
+                                                                            k_write))):
+        u = u_c - w_c @ S  # [..., C, dv]
+        outputs.append(q_c @ S + scores_c @ u)  # [..., C, dv]
+        S = keep_c * S + k_c.transpose(-1, -2) @ u
     return torch.cat(outputs, dim=-2)[..., :n, :], S
 
 

@@ -18,14 +18,29 @@ float32 once a chunk's gates sum below −88 (a strong gate of −10 a token doe
 * ``gated_chunked``: chunks of C tokens. Inside a chunk entered with S₀, with G_i = Σ_{t ≤ i} g_t
   counted from the chunk's start (so every exponent below is ≤ 0 and every factor lies in [0, 1]):
 
-      o_i = scale · [ (q_i ∘ exp(G_i))ᵀ S₀ + Σ_{j ≤ i} (Σ_c q_ic k_jc exp(G_ic − G_jc)) v_j ]
+      o_i = scale · [ (q_i ∘ exp(G_i))ᵀ S₀ + Σ_{j ≤ i} (Σ_d q_id k_jd exp(G_id − G_jd)) v_j ]
       S_C = diag(exp(G_C)) S₀ + Σ_j (k_j ∘ exp(G_C − G_j)) v_jᵀ
 
-  A scalar gate makes the middle term (Q Kᵀ ∘ L) V, a [C, C] mask; per-channel gates need the
-  [C, C, dk] tensor of exp(G_ic − G_jc) (GLA's fast kernels avoid it with a second level of chunks).
+  A scalar gate makes the middle term (Q Kᵀ ∘ L) V, a [C, C] mask. Per-channel gates need the
+  [C, C, dk] tensor of exp(G_id − G_jd) — 0.5 GB at C = 64, dk = 64, n = 4096 and 8 heads, and an exp
+  per entry — so ``gated_chunked`` splits a chunk once more, as GLA does (the "secondary chunking"):
+  sub-chunks of c tokens, with B_a the running G just before sub-chunk a and E_s at its last token.
+  A pair in the same sub-chunk keeps the small [c, c, dk] tensor; a key in an earlier sub-chunk s < a
+  splits the exponent at the boundaries between them, into three factors each ≤ 1:
 
-Both are differentiable in q, k, v, the gate and the initial ledger (out-of-place torch ops; the
-exponents are masked to −∞ above the diagonal *before* exp, so no inf·0 reaches the gradient).
+      exp(G_i − G_j) = exp(G_i − B_a) · exp(B_a − E_s) · exp(E_s − G_j)       (G_i ≤ B_a ≤ E_s ≤ G_j)
+
+  so those pairs are matmuls of q_i ∘ exp(G_i − B_a) with k_j ∘ exp(B_a − G_j) (the last two factors
+  folded into the keys, per query sub-chunk). Never an exp(−G): finite in float32 for any gate ≤ 0.
+  With c ≥ C it is the one-level form above, the [C, C, dk] tensor whole (the readable one, kept as
+  ``gated_chunked(..., sub_chunk_size=C)`` and tested equal). The price per token is still c·dk exps
+  inside the sub-chunks and C/c scaled copies of each key across them, where a scalar gate needs C exps
+  in all: on a CPU per-channel gates cost about three times a scalar gate (docs/measurements.md).
+
+Both are differentiable in q, k, v, the gate and the initial ledger (out-of-place torch ops; an
+exponent that may be positive, above the diagonal or between a sub-chunk and a later one, is clamped
+at 0 *before* exp and its result cut by a mask, so no inf·0 reaches the gradient). The chunk loop
+takes its chunks with ``split``: a slice's backward would write a zero tensor of the whole input per chunk.
 """
 
 import torch
@@ -46,6 +61,7 @@ from course_lib.validation import (
 
 METHODS = ("chunked", "recurrent")
 DEFAULT_CHUNK = 64
+DEFAULT_SUB_CHUNK = 8  # with C = 64 the fastest on a 2-core CPU of C 16–128 × c 4–16 (docs/measurements.md)
 
 
 def gated_recurrent(
@@ -66,35 +82,74 @@ def gated_recurrent(
 
 def gated_chunked(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch.Tensor, state: torch.Tensor,
-    *, chunk_size: int = DEFAULT_CHUNK,
+    *, chunk_size: int = DEFAULT_CHUNK, sub_chunk_size: int = DEFAULT_SUB_CHUNK, scale: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The chunked form (module docstring): same arguments and result as ``gated_recurrent``.
+    """The chunked form (module docstring): arguments and result as ``gated_recurrent``'s, the output
+    times ``scale`` (each chunk's q is scaled, a pass over data already in cache).
 
-    A last chunk shorter than C is padded with tokens of q = k = v = 0 and g = 0, which write
-    nothing and forget nothing, and are cut from the output.
+    A loop over chunks of C = ``chunk_size`` tokens (the last one shorter), every batch entry at once.
+    Per-channel gates split each chunk into sub-chunks of c = ``sub_chunk_size`` tokens; c ≥ C is the
+    one-level form, the chunk's [C, C, dk] tensor of exp(G_i − G_j) whole.
     """
-    n = q.shape[-2]
-    C = min(chunk_size, n)
-    pad = -n % C
-    q, k, v, log_decay = (F.pad(x, (0, 0, 0, pad)).unflatten(-2, (-1, C)) for x in (q, k, v, log_decay))  # [..., nc, C, ·]
-    G = log_decay.cumsum(-2)  # running log gate from each chunk's start [..., nc, C, dk or 1]
-    G_last = G[..., -1:, :]  # the whole chunk's [..., nc, 1, dk or 1]
-    future = torch.ones(C, C, dtype=torch.bool, device=q.device).triu(1)  # j > i
-    exponent = (G.unsqueeze(-2) - G.unsqueeze(-3)).masked_fill(future[..., None], -torch.inf)  # G_i − G_j [.., C, C, dk or 1]
-    if log_decay.shape[-1] == 1:  # a scalar gate: Q Kᵀ ∘ L
-        scores = (q @ k.transpose(-1, -2)) * exponent.squeeze(-1).exp()  # [..., nc, C, C]
-    else:  # one gate per channel: Σ_c q_ic k_jc exp(G_ic − G_jc)
-        scores = torch.einsum("...ic,...jc,...ijc->...ij", q, k, exponent.exp())
-    within = scores @ v  # [..., nc, C, dv]
-    q_read = q * G.exp()  # q_i ∘ exp(G_i) [..., nc, C, dk]
-    k_write = k * (G_last - G).exp()  # k_j ∘ exp(G_C − G_j) [..., nc, C, dk]
-    writes = k_write.transpose(-1, -2) @ v  # what each chunk adds [..., nc, dk, dv]
-    keep = G_last.transpose(-1, -2).exp()  # diag(exp(G_C)) as [..., nc, dk or 1, 1]
     S, outputs = state, []
-    for c in range(q.shape[-3]):
-        outputs.append(q_read[..., c, :, :] @ S + within[..., c, :, :])  # [..., C, dv]
-        S = keep[..., c, :, :] * S + writes[..., c, :, :]
-    return torch.cat(outputs, dim=-2)[..., :n, :], S
+    # split, not slices: a slice's backward writes a zero tensor of the whole input, once per chunk
+    for q_c, k_c, v_c, g_c in zip(*(x.split(chunk_size, dim=-2) for x in (q, k, v, log_decay))):
+        out, S = _chunk(q_c * scale, k_c, v_c, g_c, S, sub_chunk_size)
+        outputs.append(out)
+    return torch.cat(outputs, dim=-2), S
+
+
+def in_chunks(x: torch.Tensor, C: int) -> torch.Tensor:
+    """[..., n, ·] -> [..., nc, C, ·], the last chunk padded with zero tokens (no copy when C divides n)."""
+    pad = -x.shape[-2] % C
+    return (F.pad(x, (0, 0, 0, pad)) if pad else x).unflatten(-2, (-1, C))
+
+
+def _chunk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, S: torch.Tensor,
+           c: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One chunk of L tokens entered with the ledger S₀ (module docstring): (out [..., L, dv], S_L).
+
+    q, k [..., L, dk], v [..., L, dv], g [..., L, dk or 1], S [..., dk, dv]. Per-channel gates: the chunk
+    is padded to whole sub-chunks of c tokens with q = k = v = 0 and g = 0 (they write and forget nothing).
+    """
+    L = q.shape[-2]
+    if g.shape[-1] > 1:
+        q, k, v, g = (in_chunks(x, min(c, L)).flatten(-3, -2) for x in (q, k, v, g))  # [..., ns·c ≥ L, ·]
+    G = g.cumsum(-2)  # running log gate from the chunk's start [..., L or ns·c, dk or 1]
+    G_last = G[..., -1:, :]  # the whole chunk's [..., 1, dk or 1]
+    if G.shape[-1] == 1:  # a scalar gate: (Q Kᵀ ∘ L) V, L_ij = exp(G_i − G_j) for j ≤ i
+        within = (q @ k.transpose(-1, -2) * exp_below_diagonal(G - G.transpose(-1, -2))) @ v
+    else:
+        within = _within_per_channel(q, k, v, G, min(c, L))
+    out = (q * G.exp()) @ S + within  # (q_i ∘ exp(G_i))ᵀ S₀ + the chunk's own pairs [..., L, dv]
+    S = G_last.transpose(-1, -2).exp() * S + (k * (G_last - G).exp()).transpose(-1, -2) @ v
+    return out[..., :L, :], S
+
+
+def exp_below_diagonal(exponent: torch.Tensor) -> torch.Tensor:
+    """exp(exponent) on and below the diagonal of its last two dims [..., L, L], 0 above it. The exponent is
+    clamped at 0 first: above the diagonal G_i − G_j may be positive, and an exp that overflows there would
+    put inf · 0 = NaN in the gradient (masking to −∞ before exp works too, but is slower on the CPU)."""
+    return exponent.clamp(max=0).exp().tril()
+
+
+def _within_per_channel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, G: torch.Tensor, c: int) -> torch.Tensor:
+    """Σ_{j ≤ i} (Σ_d q_id k_jd exp(G_id − G_jd)) v_j inside a chunk of whole sub-chunks of c tokens (module
+    docstring): q, k, G [..., ns·c, dk], v [..., ns·c, dv] -> [..., ns·c, dv]."""
+    qs, ks, vs, Gs = (x.unflatten(-2, (-1, c)) for x in (q, k, v, G))  # [..., ns, c, ·]
+    inside = (Gs.unsqueeze(-2) - Gs.unsqueeze(-3)).clamp(max=0).exp()  # exp(G_i − G_j) [..., ns, c, c, dk]
+    out = torch.einsum("...id,...jd,...ijd->...ij", qs, ks, inside).tril() @ vs  # pairs inside a sub-chunk
+    ns = qs.shape[-3]
+    if ns > 1:  # keys of sub-chunk s, queries of a later one a: the three factors of the module docstring
+        E = Gs[..., -1, :]  # G at each sub-chunk's last token [..., ns, dk]
+        B = F.pad(E[..., :-1, :], (0, 0, 1, 0))  # G before each sub-chunk's first token [..., ns, dk]
+        q_in = qs * (Gs - B.unsqueeze(-2)).exp()  # q_i ∘ exp(G_i − B_a) [..., ns, c, dk]
+        k_out = ks * (E.unsqueeze(-2) - Gs).exp()  # k_j ∘ exp(E_s − G_j) [..., ns, c, dk]
+        earlier = torch.ones(ns, ns, dtype=G.dtype, device=G.device).tril(-1).unsqueeze(-1)  # s < a [ns, ns, 1]
+        between = (B.unsqueeze(-2) - E.unsqueeze(-3)).clamp(max=0).exp() * earlier  # exp(B_a − E_s) [.., a, s, dk]
+        keys = (k_out.unsqueeze(-4) * between.unsqueeze(-2)).flatten(-3, -2)  # k_j exp(B_a − G_j) [.., a, ns·c, dk]
+        out = out + (q_in @ keys.transpose(-1, -2)) @ vs.flatten(-3, -2).unsqueeze(-3)  # [..., ns, c, dv]
+    return out.flatten(-3, -2)
 
 
 def gated_linear_attention(
@@ -122,11 +177,12 @@ def gated_linear_attention(
     q_w, k_w, v_w = (x.expand(*batch, *x.shape[-2:]) for x in (inputs.q, inputs.k, inputs.v))
     gates = gates.to(inputs.q.dtype).expand(*batch, *gates.shape[-2:])
     state = _check_state(initial_state, batch, dk, dv, inputs.q)
-    form = gated_recurrent if method == "recurrent" else gated_chunked
-    extra = {} if method == "recurrent" else {"chunk_size": inputs.chunk_size or DEFAULT_CHUNK}
-    out, S = form(q_w, k_w, v_w, gates, state, **extra)
-    out = check_result(out * scale, None, 0.0, Suspects({"q": q, "k": k, "v": v},
-                                                        overflow="the ledger overflowed; rescale v"))
+    if method == "recurrent":
+        out, S = gated_recurrent(q_w, k_w, v_w, gates, state)
+        out = out * scale
+    else:
+        out, S = gated_chunked(q_w, k_w, v_w, gates, state, chunk_size=inputs.chunk_size or DEFAULT_CHUNK, scale=scale)
+    out = check_result(out, None, 0.0, Suspects({"q": q, "k": k, "v": v}, overflow="the ledger overflowed; rescale v"))
     out = out.to(inputs.dtype)
     return (out, S) if return_state else out
 

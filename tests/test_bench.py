@@ -21,7 +21,7 @@ from course_lib.cost import macs_causal_chunked, macs_linear
 from course_lib.device import seeded_qkv
 from course_lib.records import cli_output_path, device_label, finish_run, load_results, results_path
 from course_lib.state import LinearAttentionState
-from course_tools.bench import engine, timing
+from course_tools.bench import engine, gated, kernels, timing
 from course_tools.bench.__main__ import main
 from course_tools.bench.analysis import crossover_n, crossovers, ratio_rows, scaling
 from course_tools.bench.baselines import PlainLedger, plain_causal_linear_attention, plain_linear_attention
@@ -48,7 +48,7 @@ def quick_run(tmp_path_factory):
 class TestQuickRun:
     def test_records_the_run(self, quick_run):
         _, result, _ = quick_run
-        assert set(result) == {"meta", "crossover", "decode", "engine", "targets"}
+        assert set(result) == {"meta", "crossover", "decode", "engine", "gated", "targets"}
         meta = result["meta"]
         for key in ("machine", "torch", "threads", "device", "dtype", "timestamp", "memory_method", "peers",
                     "device_label", "wall_s"):
@@ -120,13 +120,15 @@ class TestQuickRun:
         _, result, stdout = quick_run
         verdicts = {t["target"]: t for t in result["targets"]}
         expected = {target.name for target in TARGETS}
-        measured = measurements(result["crossover"], result["decode"], result["engine"], quick=True)
+        measured = measurements(result["crossover"], result["decode"], result["engine"], result["gated"], quick=True)
         assert set(measured) == set(GOOD), "the made-up measurements of TestTargets have the real run's keys"
-        assert set(verdicts) == expected and len(result["targets"]) == len(TARGETS) == 11
+        assert set(verdicts) == expected and len(result["targets"]) == len(TARGETS) == 17
         backward = verdicts["causal forward+backward / forward time"]
         for name, t in verdicts.items():
             if t is backward and t["status"] == "NOT MEASURED":  # the backward raised: its error is the note
                 assert t["value"] is None and t["note"].startswith("not measured: "), t
+            elif name.startswith("fla ") and t["status"] == "NOT MEASURED":  # fla is optional: the note says why
+                assert t["value"] is None and t["note"].startswith("fla "), t
             elif name == "KV cache slower than the ledger from token t*":  # None: the cache never stayed slower
                 assert t["status"] == "SKIP (quick run)" and (t["value"] is None or t["value"] >= 0), t
             else:
@@ -207,11 +209,16 @@ GOOD = {"at_n": 8192, "causal_speedup": 20.0, "causal_over_noncausal": {"4096": 
         "floor_share": 0.1, "decay_ns": "65536/16384", "decay_long_n": 65536, "decay_long_over_short": 4.1,
         "decay_over_undecayed": 1.1, "backward_n": 4096, "backward_over_forward": 2.5, "backward_error": None,
         "step_us": 30.0, "ledger_faster_from": 256, "ledger_crossover_status": "crossed",
-        "memory_n": 16384, "prefill_memory_ratio": 1.0}
+        "memory_n": 16384, "prefill_memory_ratio": 1.0, "gated_n": 4096, "gated_speedup_per_channel": 12.0,
+        "gated_speedup_scalar": 15.0, "gated_backward_per_channel": 3.0, "gated_backward_scalar": 2.5,
+        "fla_simple_gla_over_ours": 1.2, "fla_simple_gla_note": None, "fla_gated_delta_over_ours": 1.5,
+        "fla_gated_delta_note": None, "fla_version": "0.6.0"}
 EDGE = GOOD | {"causal_speedup": 15.0, "worst_causal_over_noncausal": 1.3, "roof_fraction_causal": 0.5,
                "decode_last_over_first": 1.2, "outside_matmul_share": 0.2, "decay_long_over_short": 4.5,
                "decay_over_undecayed": 1.3, "backward_over_forward": 3.0, "step_us": 40.0, "ledger_faster_from": 512,
-               "prefill_memory_ratio": 1.2}
+               "prefill_memory_ratio": 1.2, "gated_speedup_per_channel": 10.0, "gated_speedup_scalar": 10.0,
+               "gated_backward_per_channel": 3.5, "gated_backward_scalar": 3.5, "fla_simple_gla_over_ours": 1.0,
+               "fla_gated_delta_over_ours": 1.0}
 JUST_PAST = {  # (measurements, the one target that fails)
     "speedup": (GOOD | {"causal_speedup": 14.99}, "causal linear / SDPA causal speedup"),
     "causal overhead": (GOOD | {"worst_causal_over_noncausal": 1.3001}, "causal / non-causal linear time (worst N)"),
@@ -228,6 +235,17 @@ JUST_PAST = {  # (measurements, the one target that fails)
     "cache never slower": (GOOD | {"ledger_faster_from": None, "ledger_crossover_status": "cache never stays slower"},
                            "KV cache slower than the ledger from token t*"),
     "prefill memory": (GOOD | {"prefill_memory_ratio": 1.2001}, "causal prefill peak memory / SDPA causal's"),
+    "gated speedup per channel": (GOOD | {"gated_speedup_per_channel": 9.99},
+                                  "gated chunked / recurrent speedup, per-channel gate"),
+    "gated speedup scalar": (GOOD | {"gated_speedup_scalar": 9.99}, "gated chunked / recurrent speedup, scalar gate"),
+    "gated backward per channel": (GOOD | {"gated_backward_per_channel": 3.5001},
+                                   "gated chunked forward+backward / forward, per-channel"),
+    "gated backward scalar": (GOOD | {"gated_backward_scalar": 3.5001},
+                              "gated chunked forward+backward / forward, scalar"),
+    "fla simple gla": (GOOD | {"fla_simple_gla_over_ours": 0.999},
+                       "fla naive_chunk_simple_gla / gated chunked scalar time"),
+    "fla gated delta": (GOOD | {"fla_gated_delta_over_ours": 0.999},
+                        "fla naive_chunk_gated_delta_rule / gated delta chunked time"),
 }
 
 
@@ -376,6 +394,66 @@ class TestMatmulShare:
         share = timing.matmul_share(lambda: torch.bmm(a, a), CPU)
         assert share["call_s"] == 4.0 and share["outside_share"] == pytest.approx(1 - share["matmul_s"] / 4.0)
         assert share["profiled_call_s"] < 1.0
+
+
+class TestGated:
+    TINY = replace(gated.QUICK, n=24, heads=2, d=8, repeats=2)
+
+    def test_the_quick_run_times_every_group_and_its_ratios_match(self, quick_run):
+        _, result, stdout = quick_run
+        run = result["gated"]
+        assert set(run) == {"settings", "speedup", "backward", "peers"} and run["settings"]["n"] == gated.QUICK.n
+        assert set(run["speedup"]) == {"per_channel", "scalar", "gated_delta"}
+        for group, slow, fast in [(g, "recurrent", "chunked") for g in run["speedup"].values()] + [
+                (g, "forward_backward", "forward") for g in run["backward"].values()]:
+            assert group["ratio"] == pytest.approx(group[slow]["time_s"] / group[fast]["time_s"])
+            assert group["ratio_min"] <= group["ratio_max"] and len(group[slow]["times_s"]) == gated.QUICK.repeats
+        assert all(g["chunked"]["peak_bytes"] > 0 and g["form"]["time_s"] > 0 for g in run["speedup"].values())
+        peers = run["peers"]
+        for name in ("simple_gla", "gated_delta"):  # timed where fla imports, else the note says why
+            if name in peers:
+                assert peers[name]["agreement"] <= gated.AGREEMENT_RTOL, peers[name]
+                assert peers[name]["ratio"] == pytest.approx(peers[name]["fla"]["time_s"]
+                                                             / peers[name]["course_lib"]["time_s"])
+            else:
+                assert peers["version"] is None and peers["note"].startswith("fla not"), peers
+        assert "recurrence / chunked" in stdout and "fla's pure-torch references" in stdout
+
+    def test_a_tiny_run_has_the_same_structure(self, monkeypatch):
+        monkeypatch.setattr(gated, "fla_gated_peers", lambda: ({}, "fla not installed", None))
+        run = gated.run_gated(self.TINY, CPU)
+        assert run["peers"] == {"note": "fla not installed", "version": None}
+        measured = measurements(None, None, None, run, quick=True)
+        assert measured["gated_n"] == 24 and measured["fla_simple_gla_note"] == "fla not installed"
+        verdicts = {v["target"]: v for v in evaluate_targets(measured, quick=True)}
+        assert verdicts["gated chunked / recurrent speedup, scalar gate"]["status"] == "SKIP (quick run)"
+        fla = verdicts["fla naive_chunk_simple_gla / gated chunked scalar time"]
+        assert fla["status"] == "NOT MEASURED" and fla["note"] == "fla not installed"
+
+    def test_a_peer_whose_output_differs_is_recorded_not_timed(self, monkeypatch):
+        def wrong(q, k, v, *args, **kwargs):  # [B, T, H, ·] in and out, like fla's, but not the same sums
+            return v * 2, None
+
+        fake = ({"simple_gla": wrong, "gated_delta": wrong}, "fake", "0")
+        monkeypatch.setattr(gated, "fla_gated_peers", lambda: fake)
+        peers = gated.run_peers(self.TINY, CPU)
+        for name in ("simple_gla", "gated_delta"):
+            assert peers[name]["agreement"] > gated.AGREEMENT_RTOL and "differs from ours" in peers[name]["error"]
+            assert "course_lib" not in peers[name]
+        note = measurements(None, None, None, {"settings": {"n": 24}, "speedup": GATED_RESULT, "backward": GATED_RESULT,
+                                               "peers": peers}, quick=False)["fla_gated_delta_note"]
+        assert "differs from ours" in note
+
+    def test_the_peers_compute_our_sums_where_fla_imports(self):
+        pytest.importorskip("fla", exc_type=ImportError)
+        peers, note, version = kernels.fla_gated_peers()
+        if not peers:
+            pytest.skip(note)
+        calls = gated._peer_calls(gated.gated_inputs(self.TINY, CPU), peers)
+        assert all(gated.agreement(pair) < 1e-5 for pair in calls.values()) and version
+
+
+GATED_RESULT = {gate: {"ratio": 1.0} for gate in ("per_channel", "scalar")}
 
 
 class TestEngine:

@@ -1,11 +1,12 @@
 """course_lib.gated: the recurrence is the definition, the chunked form agrees with it (ragged lengths,
-both gate shapes, chained calls, strong gates in float32), gradients, and refusals that name the argument."""
+both gate shapes, chained calls, strong gates in float32; per-channel gates through sub-chunks of every
+size, the one-level form included), gradients, and refusals that name the argument."""
 
 import pytest
 import torch
 
 from course_lib.device import seeded_qkv
-from course_lib.gated import gated_linear_attention
+from course_lib.gated import gated_chunked, gated_linear_attention, gated_recurrent
 
 torch.set_num_threads(2)
 
@@ -57,6 +58,25 @@ def test_chunked_equals_recurrent_in_float64_on_ragged_lengths(per_channel, n, c
     assert (recurrent - chunked).abs().max() < 1e-10
 
 
+@pytest.mark.parametrize("n, chunk_size, sub_chunk_size", [
+    (37, 16, 4), (37, 16, 5), (64, 64, 8), (100, 64, 16), (100, 64, 7), (100, 64, 64), (100, 32, 100), (9, 9, 2),
+    (1, 4, 8),
+], ids=str)
+def test_sub_chunks_equal_the_recurrence_in_float64(n, chunk_size, sub_chunk_size):
+    """Two levels (c < C, ragged chunks and sub-chunks) and the one-level form (c >= C) give the definition."""
+    q, k, v, g = inputs(n=n)
+    state = torch.randn(2, 3, 8, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    out, S = gated_recurrent(q, k, v, g, state)
+    fast, S_fast = gated_chunked(q, k, v, g, state, chunk_size=chunk_size, sub_chunk_size=sub_chunk_size)
+    assert (fast - out).abs().max() < 1e-10 and (S_fast - S).abs().max() < 1e-10
+
+
+def test_the_chunked_form_scales_its_output():
+    q, k, v, g = inputs(n=20)
+    state = torch.zeros(2, 3, 8, 5, dtype=torch.float64)
+    assert torch.allclose(gated_chunked(q, k, v, g, state, scale=0.25)[0], gated_chunked(q, k, v, g, state)[0] / 4)
+
+
 @pytest.mark.parametrize("method", ["chunked", "recurrent"])
 @pytest.mark.parametrize("per_channel", [True, False])
 def test_chained_calls_equal_one_call(method, per_channel):
@@ -79,6 +99,19 @@ def test_strong_gates_stay_finite_in_float32_and_match_the_float64_recurrence(pe
     exact = gated_linear_attention(q, k, v, g, method="recurrent")
     fast = gated_linear_attention(*(x.float() for x in (q, k, v, g)), chunk_size=64)
     assert torch.isfinite(fast).all()
+    assert (fast.double() - exact).abs().max() < 1e-4 * exact.abs().max()
+
+
+@pytest.mark.parametrize("n, sub_chunk_size", [(203, 8), (203, 5), (203, 64), (70, 16)], ids=str)
+@pytest.mark.parametrize("strength", [10.0, 40.0])
+def test_strong_per_channel_gates_through_sub_chunks_stay_finite_in_float32(n, sub_chunk_size, strength):
+    """Gates down to −40 a token: a sub-chunk of 8 sums to −320, so no factor may be split as exp(G)·exp(−G);
+    the padded last sub-chunk (n = 203: 11 tokens in the last chunk) must not either."""
+    q, k, v, g = inputs((1, 2), n=n, dk=16, dv=8, strength=strength)
+    state = torch.zeros(1, 2, 16, 8, dtype=torch.float64)
+    exact, _ = gated_recurrent(q, k, v, g, state)
+    fast, S = gated_chunked(*(x.float() for x in (q, k, v, g, state)), sub_chunk_size=sub_chunk_size)
+    assert torch.isfinite(fast).all() and torch.isfinite(S).all()
     assert (fast.double() - exact).abs().max() < 1e-4 * exact.abs().max()
 
 
@@ -129,6 +162,19 @@ def test_gradcheck_through_every_input_and_the_gate(method, per_channel):
     def run(q, k, v, g, state):
         return gated_linear_attention(q, k, v, g.clamp(max=0), method=method, chunk_size=3, initial_state=state,
                                       return_state=True)
+
+    assert torch.autograd.gradcheck(run, leaves)
+
+
+@pytest.mark.parametrize("chunk_size, sub_chunk_size", [(6, 4), (7, 7), (3, 2)], ids=str)
+def test_gradcheck_through_the_sub_chunks(chunk_size, sub_chunk_size):
+    """q, k, v, the per-channel gate and the initial ledger, over ragged chunks and sub-chunks."""
+    q, k, v, g = inputs((1,), n=13, dk=3, dv=2)
+    state = torch.randn(1, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    leaves = [x.clone().requires_grad_() for x in (q, k, v, g, state)]
+
+    def run(q, k, v, g, state):
+        return gated_chunked(q, k, v, g.clamp(max=0), state, chunk_size=chunk_size, sub_chunk_size=sub_chunk_size)
 
     assert torch.autograd.gradcheck(run, leaves)
 

@@ -1,7 +1,8 @@
 """Every public attention path is differentiable: gradcheck in float64 on small shapes.
 
 The fast causal path has its own backward (``fast_forms._ChunkLoop``); the rest is autograd.
-A stream trains through ``LinearAttentionState.extend`` (the ledger carries the gradient).
+A stream trains through ``LinearAttentionState.extend`` (the ledger carries the gradient). The gated
+ledgers (``GATED``) are checked through q, k, v, the gate and the initial ledger as well.
 """
 
 import pytest
@@ -9,8 +10,10 @@ import torch
 from torch.autograd import gradcheck as full_gradcheck
 
 from course_lib.attention import METHODS, kernel_attention, linear_attention, softmax_attention
+from course_lib.delta import delta_rule_chunked, delta_rule_recurrent
 from course_lib.device import seeded_qkv
 from course_lib.feature_maps import relu
+from course_lib.gated import gated_chunked, gated_recurrent
 from course_lib.positional import (
     cosformer_attention,
     cosformer_kernel_attention,
@@ -97,6 +100,27 @@ POSITIONAL = {
 def test_the_positional_forms_are_differentiable(form, causal):
     q, k, v = leaves(2, positive=True)  # positive: cosFormer's ReLU features never vanish
     assert gradcheck(lambda a, b, c: form(a, b, c, causal), (q, k, v))
+
+
+GATED = {  # (q, k, v, log gate [..., n, dk] or [..., n], ledger [..., dk, dv]) -> (out, ledger after)
+    "gla_two_levels": lambda q, k, v, g, S: gated_chunked(q, k, v, g, S, chunk_size=5, sub_chunk_size=2),
+    "gla_one_level": lambda q, k, v, g, S: gated_chunked(q, k, v, g, S, chunk_size=5, sub_chunk_size=5),
+    "gla_recurrent": gated_recurrent,
+    "mamba2_chunked": lambda q, k, v, g, S: gated_chunked(q, k, v, g[..., :1], S, chunk_size=3, scale=0.5),
+    "gated_delta_chunked": lambda q, k, v, g, S: delta_rule_chunked(q, k, v, g[..., 1].sigmoid(), S, g[..., 0],
+                                                                    chunk_size=3),
+    "gated_delta_recurrent": lambda q, k, v, g, S: delta_rule_recurrent(q, k, v, g[..., 1].sigmoid(), S, g[..., 0]),
+}
+
+
+@pytest.mark.parametrize("form", GATED.values(), ids=GATED.keys())
+def test_the_gated_ledgers_are_differentiable_in_the_gate_and_the_ledger(form):
+    """n = 7 over chunks of 5 or 3 (and sub-chunks of 2): ragged at both levels. The delta rule reads its
+    β from the second gate channel (through a sigmoid) and its log gate from the first."""
+    q, k, v = leaves(2, d=4, dv=3)
+    g = (-torch.rand(2, 7, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(2))).requires_grad_()
+    S = torch.randn(2, 4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(3)).requires_grad_()
+    assert gradcheck(lambda *x: form(*x[:3], x[3].clamp(max=0), x[4]), (q, k, v, g, S))
 
 
 @pytest.mark.parametrize("decay", DECAYS.values(), ids=DECAYS.keys())

@@ -9,6 +9,7 @@ from course_lib.device import one_thread
 from course_lib.recall import IGNORE, mqar, recall_accuracy
 from course_lib.recall import sweep
 from course_lib.recall.sweep import QUICK, RECALL_MIXERS, SweepSettings, run_sweep, summarise, sweep_figure
+from course_lib.recall.stability import StabilityRun, train_watching_normaliser
 from course_lib.recall.train import RecallRun, train_recall
 from course_tools.recall.__main__ import main
 
@@ -73,6 +74,23 @@ def test_a_short_softmax_run_learns_recall_far_above_chance():
     chance = 1 / 8  # 8 possible values; this run reached 0.61 on the 2-core CPU
     assert result["accuracy"] > 4 * chance, result
     assert result["parameters"] > 0 and result["mixer"] == "softmax" and result["steps"] == 300
+
+
+def test_a_run_builds_the_model_it_names_with_or_without_the_normaliser():
+    tiny = dict(num_pairs=2, seq_len=8, vocab_size=16, head_dim=8, steps=2, batch_size=4, test_examples=8)
+    divided = train_recall(RecallRun("linear", feature_map="identity", **tiny))
+    free = train_recall(RecallRun("linear", feature_map="identity", normaliser=False, **tiny))
+    assert (divided["normaliser"], free["normaliser"], free["feature_map"]) == (True, False, "identity")
+    assert divided["final_loss"] != free["final_loss"]  # a different model, not the option dropped on the way
+    with pytest.raises(ValueError, match="normaliser=False drops"):
+        train_recall(RecallRun("softmax", normaliser=False, **tiny))
+
+
+def test_a_stability_run_without_the_normaliser_reports_none_for_it():
+    run = StabilityRun("identity", normaliser=False, steps=3, batch_size=4, test_examples=8)
+    result = train_watching_normaliser(run)
+    assert result["smallest_normaliser"] is None and result["first_nonfinite_step"] is None
+    assert result["normaliser"] is False and all(x is None for x in result["trace"]["smallest_normaliser"])
 
 
 def test_the_sweep_trains_every_combination_with_the_same_steps_seeds_and_tokens_per_step():

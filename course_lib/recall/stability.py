@@ -22,6 +22,7 @@ from course_lib.recall import mqar, recall_accuracy
 from course_lib.recall.train import fit
 
 GRID_FILE = RESULTS_DIR / "signed_feature_maps_cpu.json"  # written by benchmarks/signed_feature_maps.py
+NO_NORMALISER_FILE = RESULTS_DIR / "normaliser_free_cpu.json"  # its --no-normaliser grid (notebook 13 §5)
 SPIKE_WINDOW, SPIKE_JUMP = 50, 1.0  # a spike: the loss rises > 1 nat above the lowest of the previous 50 steps
 
 
@@ -43,6 +44,7 @@ class StabilityRun:
     n_layers: int = 2
     test_examples: int = 512
     keep_every: int = 4  # the traces keep every 4th step (the summaries use every step)
+    normaliser: bool = True  # False: no division, an RMS norm per head (TinyLM(normaliser=False), notebook 13)
 
 
 def count_spikes(losses: list[float], window: int = SPIKE_WINDOW, jump: float = SPIKE_JUMP) -> int:
@@ -62,7 +64,7 @@ def train_watching_normaliser(run: StabilityRun) -> dict:
     """
     model = TinyLM(run.vocab_size, d_model=run.head_dim * run.n_heads, n_layers=run.n_layers,
                    n_heads=run.n_heads, mixer="linear", max_len=run.seq_len, seed=run.seed,
-                   feature_map=run.feature_map, eps=run.eps)
+                   feature_map=run.feature_map, eps=run.eps, normaliser=run.normaliser)
     task = dict(num_pairs=run.num_pairs, seq_len=run.seq_len, vocab_size=run.vocab_size)
     generator = torch.Generator().manual_seed(run.seed)
     losses, smallest, grad_norms, stopped, where = [], [], [], None, None
@@ -70,7 +72,7 @@ def train_watching_normaliser(run: StabilityRun) -> dict:
     def watch(step: int, loss: float, grad_norm: float) -> bool:
         nonlocal stopped, where
         losses.append(loss)
-        smallest.append(model.smallest_normaliser())  # of this step's forward pass
+        smallest.append(model.smallest_normaliser() if run.normaliser else math.nan)  # of this step's forward pass
         grad_norms.append(grad_norm)
         if math.isfinite(loss) and math.isfinite(grad_norm):
             return False
@@ -125,6 +127,7 @@ def summarise(runs: list[dict]) -> list[dict]:
             for (feature_map, eps, lr), group in groups.items()]
 
 
-def load_grid() -> dict:
-    """The committed grid, ``GRID_FILE``: {"meta", "protocol", "runs"} (``train_watching_normaliser`` results)."""
-    return json.loads(GRID_FILE.read_text())
+def load_grid(path=GRID_FILE) -> dict:
+    """A committed grid, ``GRID_FILE`` or ``NO_NORMALISER_FILE``: {"meta", "protocol", "runs"}
+    (``train_watching_normaliser`` results)."""
+    return json.loads(path.read_text())

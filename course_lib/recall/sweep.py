@@ -22,7 +22,7 @@ from tqdm import tqdm
 from course_lib.device import one_thread
 from course_lib.recall.train import RecallRun, train_recall
 
-RECALL_MIXERS = ("softmax", "linear", "performer", "decay", "delta")  # the committed sweep's (issue 28 adds the gated)
+RECALL_MIXERS = ("softmax", "linear", "performer", "decay", "delta")  # the committed sweep's (no gated mixer yet)
 
 
 @dataclass(frozen=True)

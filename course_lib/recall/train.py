@@ -33,6 +33,8 @@ class RecallRun:
     lr: float = 3e-3
     seed: int = 0
     test_examples: int = 512
+    feature_map: str | None = None  # mixer "linear" only: TinyLM's feature_map and normaliser
+    normaliser: bool = True
 
     @property
     def d_model(self) -> int:
@@ -86,7 +88,8 @@ def train_recall(run: RecallRun, device: torch.device | str = "cpu", progress=No
     """
     device = torch.device(device)
     model = TinyLM(run.vocab_size, d_model=run.d_model, n_layers=run.n_layers, n_heads=run.n_heads,
-                   mixer=run.mixer, max_len=run.seq_len, seed=run.seed).to(device)
+                   mixer=run.mixer, max_len=run.seq_len, seed=run.seed, feature_map=run.feature_map,
+                   normaliser=run.normaliser).to(device)
     task = dict(num_pairs=run.num_pairs, seq_len=run.seq_len, vocab_size=run.vocab_size)
     train_generator = torch.Generator().manual_seed(run.seed)
 

@@ -1,4 +1,5 @@
-"""``python -m course_tools.bench [--suite crossover|decode|engine|all] [--device cpu|cuda] [--out FILE.json] [--quick]``.
+"""``python -m course_tools.bench [--suite crossover|decode|engine|gated|all] [--device cpu|cuda] [--out FILE.json]
+[--quick]``.
 
 Full runs write ``course_lib/results/bench_<device>.json`` (relative to the current
 directory) unless ``--out`` says otherwise. A ``--quick`` run (CI-sized, tens of seconds)
@@ -17,18 +18,19 @@ import torch
 matplotlib.use("Agg")  # the CLI only writes PNGs; a notebook importing course_tools.bench keeps its own backend
 from course_lib import records  # noqa: E402
 from course_lib.device import get_device  # noqa: E402
-from course_tools.bench import analysis, crossover, decode, engine, kernels, plots, report, targets  # noqa: E402
+from course_tools.bench import analysis, crossover, decode, engine, gated, kernels, plots, report, targets  # noqa: E402
 from course_tools.bench.timing import memory_method  # noqa: E402
 
 
-SUITES = ("crossover", "decode", "engine")
+SUITES = ("crossover", "decode", "engine", "gated")
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, torch.device]:
     parser = argparse.ArgumentParser(
         prog="python -m course_tools.bench",
         description="Time and peak memory of softmax against linear attention (crossover), of decoding "
-        "(KV cache against the ledger) and of the causal engine (profile, decay, backward), with PASS/FAIL targets.",
+        "(KV cache against the ledger), of the causal engine (profile, decay, backward) and of the gated ledger "
+        "(chunked against recurrent, backward, fla's references), with PASS/FAIL targets.",
     )
     parser.add_argument("--suite", choices=(*SUITES, "all"), default="all")
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None,
@@ -82,8 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     if "engine" in suites:
         payload["engine"] = engine.run_engine(engine.QUICK if args.quick else engine.FULL, device)
         print("\n" + report.engine_text(payload["engine"]))
+    if "gated" in suites:
+        payload["gated"] = gated.run_gated(gated.QUICK if args.quick else gated.FULL, device)
+        print("\n" + report.gated_text(payload["gated"]))
     measured = targets.measurements(payload.get("crossover"), payload.get("decode"), payload.get("engine"),
-                                    quick=args.quick)
+                                    payload.get("gated"), quick=args.quick)
     payload["targets"] = targets.evaluate_targets(measured, quick=args.quick)
     print("\n" + report.targets_text(payload["targets"]))
     records.finish_run(args.out, payload, started, *pictures)

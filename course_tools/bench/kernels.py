@@ -11,6 +11,8 @@ contenders are ``bench.baselines``: the same algorithm in unchecked plain torch,
 gap between ``linear`` and ``plain_linear`` is the library's bookkeeping.
 """
 
+import importlib
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -120,10 +122,9 @@ def fla_peer() -> tuple[Contender | None, str]:
     computes the same causal linear attention. Returns (contender or None, a note for the JSON).
     """
     try:
-        from fla.ops.linear_attn.naive import naive_chunk_linear_attn
+        (naive_chunk_linear_attn,) = _from_fla("linear_attn.naive.naive_chunk_linear_attn")
     except ImportError as error:
-        missing = isinstance(error, ModuleNotFoundError) and error.name == "fla"
-        return None, "fla not installed" if missing else f"fla not importable: {error}"
+        return None, _not_imported(error)
 
     def make(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Call:
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # [B, N, H, d]
@@ -131,6 +132,37 @@ def fla_peer() -> tuple[Contender | None, str]:
 
     flops = _chunked_flops(lambda n, d: FLA_CHUNK_SIZE)
     return Contender("fla_naive_chunk", "linear", True, make, flops), "fla naive_chunk_linear_attn timed"
+
+
+def fla_gated_peers() -> tuple[dict[str, Callable], str, str | None]:
+    """fla's pure-torch gated references, if fla imports: ({"simple_gla": naive_chunk_simple_gla,
+    "gated_delta": naive_chunk_gated_delta_rule} or {}, a note for the JSON, fla's version or None).
+
+    Both take [B, T, H, ·] and return (out, final state); ``bench.gated`` checks them against ours first.
+    fla imports triton at import time (a missing triton is the note), and runs on the CPU without a GPU.
+    """
+    try:
+        simple, delta = _from_fla("simple_gla.naive.naive_chunk_simple_gla",
+                                  "gated_delta_rule.naive.naive_chunk_gated_delta_rule")
+    except ImportError as error:
+        return {}, _not_imported(error), None
+    note = "fla naive_chunk_simple_gla and naive_chunk_gated_delta_rule timed"
+    return {"simple_gla": simple, "gated_delta": delta}, note, importlib.import_module("fla").__version__
+
+
+def _from_fla(*names: str) -> list:
+    """Objects of ``fla.ops`` by dotted name, imported with fla's warning on a machine without a GPU
+    ("Triton is not supported on current platform, roll back to CPU") silenced; ImportError as imports raise it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [getattr(importlib.import_module(f"fla.ops.{name.rpartition('.')[0]}"), name.rpartition(".")[2])
+                for name in names]
+
+
+def _not_imported(error: ImportError) -> str:
+    """The JSON's note for an fla that did not import: not installed, or why not."""
+    missing = isinstance(error, ModuleNotFoundError) and error.name == "fla"
+    return "fla not installed" if missing else f"fla not importable: {error}"
 
 
 def contenders() -> tuple[list[Contender], str]:

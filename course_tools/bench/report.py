@@ -123,3 +123,31 @@ def targets_text(verdicts: list[dict]) -> str:
     notes = [f"  {v['target']}: {v['note']}" for v in verdicts if v.get("note")]
     return ("targets (B=1, H=8, d=64, fp32)\n" + table(["target", "value", "limit", "status", "detail"], rows)
             + ("\nnotes:\n" + "\n".join(notes) if notes else ""))
+
+
+def gated_text(result: dict) -> str:
+    """Recurrent against chunked (and the form without checks), backward against forward, fla's references."""
+    settings, peers = result["settings"], result["peers"]
+    ms = lambda timing: timing["time_s"] * 1e3  # noqa: E731
+    speed_rows = [[name, ms(g["recurrent"]), ms(g["chunked"]), ms(g["form"]), g["ratio"], spread_text(g),
+                   g["chunked"]["peak_bytes"] / MIB] for name, g in result["speedup"].items()]
+    backward_rows = [[gate, ms(b["forward"]), ms(b["forward_backward"]), b["ratio"], spread_text(b),
+                      b["forward_backward"]["peak_bytes"] / MIB] for gate, b in result["backward"].items()]
+    peer_rows = [[name, "-", "-", "-", "-", entry.get("agreement", "-"), entry["error"]] if "error" in entry else
+                 [name, ms(entry["course_lib"]), ms(entry["fla"]), entry["ratio"], spread_text(entry),
+                  entry["agreement"], f"peak MiB {entry['course_lib']['peak_bytes'] / MIB:.3g} / "
+                  f"{entry['fla']['peak_bytes'] / MIB:.3g}"]
+                 for name, entry in peers.items() if isinstance(entry, dict)]
+    shape = f"N={settings['n']}, B={settings['batch']}, H={settings['heads']}, d={settings['d']}"
+    return "\n\n".join([
+        f"gated ledger, {shape}: recurrence / chunked (> 1: chunked faster), medians [min-max over the rounds' own "
+        f"ratios, {settings['repeats']} repeats]; form = the chunked form without the API's checks\n"
+        + table(["gate", "recurrent ms", "chunked ms", "form ms", "ratio", "[min-max]", "chunked peak MiB"],
+                speed_rows),
+        "chunked forward + backward / forward\n"
+        + table(["gate", "forward ms", "fwd+bwd ms", "ratio", "[min-max]", "fwd+bwd peak MiB"], backward_rows),
+        f"fla's pure-torch references ({peers['note']}, fla {peers['version']}): fla time / course_lib time "
+        "(>= 1: course_lib at least as fast); agreement = max |fla - ours| / max |ours| on a small input\n"
+        + (table(["peer", "course_lib ms", "fla ms", "ratio", "[min-max]", "agreement", ""], peer_rows)
+           if peer_rows else "  not timed"),
+    ])

@@ -65,6 +65,24 @@ TARGETS = (
            details={"note": "ledger_crossover_status"}, ran="ledger_crossover_status"),
     Target("causal prefill peak memory / SDPA causal's", "prefill_memory_ratio", "<=", 1.2,
            "causal prefill's peak memory at most 1.2x SDPA causal's at N = 16384", details={"at_n": "memory_n"}),
+    Target("gated chunked / recurrent speedup, per-channel gate", "gated_speedup_per_channel", ">=", 10.0,
+           "gated_linear_attention's chunked form (GLA's two levels) at least 10x faster than the recurrence at "
+           "N = 4096", details={"at_n": "gated_n"}),
+    Target("gated chunked / recurrent speedup, scalar gate", "gated_speedup_scalar", ">=", 10.0,
+           "the chunked form with one gate per token (Mamba-2) at least 10x faster than the recurrence at N = 4096",
+           details={"at_n": "gated_n"}),
+    Target("gated chunked forward+backward / forward, per-channel", "gated_backward_per_channel", "<=", 3.5,
+           "forward and backward through q, k, v and the gate at most 3.5x the chunked forward at N = 4096",
+           details={"at_n": "gated_n"}),
+    Target("gated chunked forward+backward / forward, scalar", "gated_backward_scalar", "<=", 3.5,
+           "the same with one gate per token", details={"at_n": "gated_n"}),
+    Target("fla naive_chunk_simple_gla / gated chunked scalar time", "fla_simple_gla_over_ours", ">=", 1.0,
+           "the chunked scalar gate at least as fast as fla's pure-torch reference on the same shapes, when fla "
+           "imports and its output matches ours",
+           details={"at_n": "gated_n", "fla": "fla_version", "note": "fla_simple_gla_note"}),
+    Target("fla naive_chunk_gated_delta_rule / gated delta chunked time", "fla_gated_delta_over_ours", ">=", 1.0,
+           "the chunked gated delta rule at least as fast as fla's pure-torch reference on the same shapes",
+           details={"at_n": "gated_n", "fla": "fla_version", "note": "fla_gated_delta_note"}),
 )
 
 
@@ -142,9 +160,24 @@ def floor_share(profile: dict) -> float | None:
     return profile["exp_s"] / (profile["matmul_s"] + profile["exp_s"])
 
 
-def measurements(crossover: dict | None, decode: dict | None, engine: dict | None, *, quick: bool) -> dict:
+def _gated_measurements(gated: dict) -> dict:
+    speedup, backward, peers = gated["speedup"], gated["backward"], gated["peers"]
+    measured = {"gated_n": gated["settings"]["n"]}
+    for gate in ("per_channel", "scalar"):
+        measured |= {f"gated_speedup_{gate}": speedup[gate]["ratio"], f"gated_backward_{gate}": backward[gate]["ratio"]}
+    for peer in ("simple_gla", "gated_delta"):  # the note says why a peer was not timed
+        entry = peers.get(peer, {})
+        note = entry.get("error", None if "ratio" in entry else peers["note"])
+        measured |= {f"fla_{peer}_over_ours": entry.get("ratio"), f"fla_{peer}_note": note}
+    return measured | {"fla_version": peers["version"]}
+
+
+def measurements(crossover: dict | None, decode: dict | None, engine: dict | None, gated: dict | None = None, *,
+                 quick: bool) -> dict:
     """The numbers the targets judge, picked out of the suites' results (any may be None: not run)."""
     measured = {}
+    if gated is not None:
+        measured |= _gated_measurements(gated)
     if crossover is not None:
         measured |= _crossover_measurements(crossover, quick)
     if decode is not None:
