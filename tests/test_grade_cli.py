@@ -150,7 +150,7 @@ def test_unidentifiable_notebook_scores_zero_without_running(graded):
     _, rows, _ = graded
     assert score(rows, "notes/readme.ipynb") == ("?", "0", "0")
     assert rows["notes/readme.ipynb"]["status"] == "not graded"
-    assert rows["notes/readme.ipynb"]["reason"] == ("cannot tell the exercise: no exercise id (ex00 … ex11) in the "
+    assert rows["notes/readme.ipynb"]["reason"] == ("cannot tell the exercise: no exercise id (ex00 … ex13) in the "
                                                     "file name and no --exercise")
 
 

@@ -175,15 +175,25 @@ def compare_batched(
     ``layout`` names the output's axes; ``explain`` goes to ``attempt``; ``kwargs`` go to
     both ``fn`` and ``reference``.
     """
+    def check(given: tuple[torch.Tensor, ...]) -> None:
+        compare(*answers(fn, reference, given, explain=explain, **kwargs), atol=atol, rtol=rtol, layout=layout)
+
+    first = tuple(x[(0,) * (x.dim() - 2)] for x in inputs)  # [n, d]: one batch entry, one head
+    blame_batch_dims(check, inputs, first, advice)
+
+
+def blame_batch_dims(check: Callable[[tuple], None], batched: tuple, single: tuple, advice: str,
+                     first_fix: str = "the `values` test") -> None:
+    """``check(batched)``; on a failure, ``check(single)`` (one batch entry, one head) tells the student
+    whether the batch dims are to blame (``advice`` says how to keep them) or the formula is."""
     try:
-        compare(*answers(fn, reference, inputs, explain=explain, **kwargs), atol=atol, rtol=rtol, layout=layout)
+        check(batched)
     except GradingFailure as failure:
-        first = tuple(x[(0,) * (x.dim() - 2)] for x in inputs)  # [n, d]: one batch entry, one head
         try:
-            compare(*answers(fn, reference, first, explain=explain, **kwargs), atol=atol, rtol=rtol, layout=layout)
+            check(single)
             hint = f"a single [n, d] slice is right, so the batch dims are mishandled: {advice}"
         except GradingFailure:
-            hint = "the answer is wrong even without batch dims: fix the `values` test first"
+            hint = f"the answer is wrong even without batch dims: fix {first_fix} first"
         raise GradingFailure(f"{failure}; {hint}") from None
 
 

@@ -14,6 +14,7 @@ from course_lib.gated import gated_linear_attention
 from course_tools.grading.checks import (
     EXACT,
     answers,
+    blame_batch_dims,
     call,
     expect_close,
     expect_computes,
@@ -191,18 +192,10 @@ def batch_dims(fn):
     for per_channel, seed in ((True, 127), (False, 128)):
         given = (*inputs(batch=(2, 3), n=6, dk=4, dv=2, seed=seed, per_channel=per_channel),
                  a_state(2, 3, dk=4, dv=2, seed=seed + 1000))
-        try:
-            graded(fn, given)
-        except GradingFailure as failure:
-            first = tuple(x[0, 0] for x in given)  # one batch entry, one head
-            try:
-                graded(fn, first)
-                blame = ("a single head is right, so the batch dims are mishandled: keep `...` in front, index the "
-                         "gate of token t as log_decay[..., t, :] (per channel) or log_decay[..., t] (per token) and "
-                         "fade S [..., dk, dv] with [..., dk, 1] or [..., 1, 1]")
-            except GradingFailure:
-                blame = "the answer is wrong even without batch dims: fix the value tests first"
-            raise GradingFailure(f"{failure}; {blame}") from None
+        advice = ("keep `...` in front, index the gate of token t as log_decay[..., t, :] (per channel) or "
+                  "log_decay[..., t] (per token) and fade S [..., dk, dv] with [..., dk, 1] or [..., 1, 1]")
+        blame_batch_dims(lambda x: graded(fn, x), given, tuple(x[0, 0] for x in given), advice,
+                         first_fix="the per-channel and scalar gate tests")
 
 
 @grader_test(points=1)

@@ -16,13 +16,14 @@ from course_lib.gated import gated_linear_attention
 from course_tools.grading.checks import (
     EXACT,
     answers,
+    blame_batch_dims,
     compare,
     expect_close,
     expect_computes,
     expect_no_future_leak,
     expect_output,
 )
-from course_tools.grading.core import GradingFailure, grader_test
+from course_tools.grading.core import grader_test
 from course_tools.grading.exercises.ex06_chunked_causal import DTYPE_CLASH
 from course_tools.grading.exercises.ex12_gated_ledger import FORBIDDEN as GATED_LEDGER_FORMS
 
@@ -112,17 +113,9 @@ def any_chunk_size(fn):
 def batch_dims(fn):
     """keeps leading batch/head dims: q [2, 3, n, d], log_decay [2, 3, n] -> [2, 3, n, dv] (n = 11, chunk_size = 4)"""
     given = inputs(batch=(2, 3), n=11, d=4, dv=5, seed=134)
-    try:
-        graded(fn, given, (4,))
-    except GradingFailure as failure:
-        try:
-            graded(fn, tuple(x[0, 0] for x in given), (4,))
-            blame = ("a single head is right, so the batch dims are mishandled: slice chunks as x[..., a:b, :] and "
-                     "the gate as g[..., a:b], transpose with .transpose(-2, -1), keep S [..., dk, dv] and give "
-                     "exp(G) the shape [..., C, 1] to scale rows")
-        except GradingFailure:
-            blame = "the answer is wrong even without batch dims: fix the `values` test first"
-        raise GradingFailure(f"{failure}; {blame}") from None
+    advice = ("slice chunks as x[..., a:b, :] and the gate as g[..., a:b], transpose with .transpose(-2, -1), "
+              "keep S [..., dk, dv] and give exp(G) the shape [..., C, 1] to scale rows")
+    blame_batch_dims(lambda x: graded(fn, x, (4,)), given, tuple(x[0, 0] for x in given), advice)
 
 
 @grader_test(points=1)
