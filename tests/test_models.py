@@ -60,18 +60,24 @@ def test_mixers_share_the_budget_except_their_gate_layers():
     assert max(counts.values()) <= 1.15 * counts["softmax"]  # issue 27: the same budget within 15 %
 
 
-@pytest.mark.parametrize("mixer", ["gla", "gated_delta", "based"])
-def test_a_training_step_lowers_the_loss_of_the_gated_mixers(mixer):
-    model = TinyLM(16, d_model=32, n_heads=4, n_layers=2, mixer=mixer, max_len=32)
-    tokens = torch.randint(0, 16, (8, 24), generator=torch.Generator().manual_seed(0))
+def next_token_losses(model: TinyLM, tokens: torch.Tensor, *, steps: int) -> list[float]:
+    """The next-token loss of each of ``steps`` Adam steps on the same ``tokens`` [B, T]."""
     optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []
-    for _ in range(5):
+    for _ in range(steps):
         loss = torch.nn.functional.cross_entropy(model(tokens[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten())
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
         losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("mixer", ["gla", "gated_delta", "based"])
+def test_a_training_step_lowers_the_loss_of_the_gated_mixers(mixer):
+    model = TinyLM(16, d_model=32, n_heads=4, n_layers=2, mixer=mixer, max_len=32)
+    tokens = torch.randint(0, 16, (8, 24), generator=torch.Generator().manual_seed(0))
+    losses = next_token_losses(model, tokens, steps=5)
     assert losses[-1] < losses[0], losses
 
 
@@ -201,14 +207,7 @@ def test_the_normaliser_free_linear_mixer_trains_causally_with_a_signed_map(feat
     changed = tokens.clone()
     changed[:, 12:] = (changed[:, 12:] + 1) % 16
     assert torch.equal(model(tokens)[:, :12], model(changed)[:, :12])  # nothing after position 11 reaches it
-    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
-    losses = []
-    for _ in range(5):
-        loss = torch.nn.functional.cross_entropy(model(tokens[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten())
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        losses.append(loss.item())
+    losses = next_token_losses(model, tokens, steps=5)
     assert losses[-1] < losses[0], losses
     assert model.parameter_count() == TinyLM(16, d_model=32, n_heads=4, max_len=32).parameter_count() + 2 * 8
 
