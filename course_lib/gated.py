@@ -23,24 +23,35 @@ float32 once a chunk's gates sum below −88 (a strong gate of −10 a token doe
 
   A scalar gate makes the middle term (Q Kᵀ ∘ L) V, a [C, C] mask. Per-channel gates need the
   [C, C, dk] tensor of exp(G_id − G_jd) — 0.5 GB at C = 64, dk = 64, n = 4096 and 8 heads, and an exp
-  per entry — so ``gated_chunked`` splits a chunk once more, as GLA does (the "secondary chunking"):
-  sub-chunks of c tokens, with B_a the running G just before sub-chunk a and E_s at its last token.
-  A pair in the same sub-chunk keeps the small [c, c, dk] tensor; a key in an earlier sub-chunk s < a
-  splits the exponent at the boundaries between them, into three factors each ≤ 1:
+  per entry. Two ways out, and ``gated_chunked`` takes both:
+
+  - **A bounded split.** Splitting at the chunk's midpoint M = G_C / 2,
+    exp(G_i − G_j) = exp(G_i − M) · exp(M − G_j), folds the gates into the queries and the keys and
+    leaves two plain matmuls for either gate shape, 2·dk exps a token. Each factor lies within
+    exp(±G_C / 2), so the split is safe exactly while the chunk's gates sum above −``SPLIT_LIMIT``
+    (60: factors within exp(±30), float32 reaches 3.4e38 = exp(88.7)). Mild gates, the usual case
+    (GLA's logsigmoid(x)/16 sums to about −3 over 64 tokens), take it; the form checks the sums of each
+    pass of ``CHUNKS_PER_PASS`` chunks (one number read back per pass) and sends a pass over the limit to
+    the safe forms below. Above the diagonal a product may be large or inf; ``tril`` drops it, and its
+    gradient is zero there, so nothing non-finite reaches the backward pass.
+  - **The safe forms**, finite in float32 for any gate ≤ 0: the masked [C, C] form for a scalar gate;
+    for per-channel gates a second split of each chunk, as GLA does (the "secondary chunking"):
+    sub-chunks of c tokens, with B_a the running G just before sub-chunk a and E_s at its last token.
+    A pair in the same sub-chunk keeps the small [c, c, dk] tensor; a key in an earlier sub-chunk s < a
+    splits the exponent at the boundaries between them, into three factors each ≤ 1:
 
       exp(G_i − G_j) = exp(G_i − B_a) · exp(B_a − E_s) · exp(E_s − G_j)       (G_i ≤ B_a ≤ E_s ≤ G_j)
 
-  so those pairs are matmuls of q_i ∘ exp(G_i − B_a) with k_j ∘ exp(B_a − G_j) (the last two factors
-  folded into the keys, per query sub-chunk). Never an exp(−G): finite in float32 for any gate ≤ 0.
-  With c ≥ C it is the one-level form above, the [C, C, dk] tensor whole (the readable one, kept as
-  ``gated_chunked(..., sub_chunk_size=C)`` and tested equal). The price per token is still c·dk exps
-  inside the sub-chunks and C/c scaled copies of each key across them, where a scalar gate needs C exps
-  in all: on a CPU per-channel gates cost about three times a scalar gate (docs/measurements.md).
+    so those pairs are matmuls of q_i ∘ exp(G_i − B_a) with k_j ∘ exp(B_a − G_j) (the last two factors
+    folded into the keys, per query sub-chunk). Never an exp(−G). With c ≥ C it is the one-level form,
+    the [C, C, dk] tensor whole (the readable one, kept as ``gated_chunked(..., sub_chunk_size=C)``).
+    It costs c·dk exps a token inside the sub-chunks: on a CPU about three times the split.
 
 Both are differentiable in q, k, v, the gate and the initial ledger (out-of-place torch ops; an
 exponent that may be positive, above the diagonal or between a sub-chunk and a later one, is clamped
-at 0 *before* exp and its result cut by a mask, so no inf·0 reaches the gradient). The chunk loop
-takes its chunks with ``split``: a slice's backward would write a zero tensor of the whole input per chunk.
+at 0 *before* exp and its result cut by a mask, so no inf·0 reaches the gradient). The chunks of a
+pass form their pairs in one batched pass (fewer, larger tensor operations) and loop only for the ledger;
+the passes are taken with ``split``: a slice's backward would write a zero tensor of the whole input per piece.
 """
 
 import torch
@@ -60,6 +71,8 @@ from course_lib.validation import (
 )
 
 METHODS = ("chunked", "recurrent")
+CHUNKS_PER_PASS = 8  # chunks whose pairs are formed in one batched pass (fastest of 1–64 at C = 64, d = 64)
+SPLIT_LIMIT = 60.0  # a split factor stays within exp(±30): finite, with room for |q||k|, in float32
 DEFAULT_CHUNK = 64
 DEFAULT_SUB_CHUNK = 8  # with C = 64 the fastest on a 2-core CPU of C 16–128 × c 4–16 (docs/measurements.md)
 
@@ -83,19 +96,25 @@ def gated_recurrent(
 def gated_chunked(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch.Tensor, state: torch.Tensor,
     *, chunk_size: int = DEFAULT_CHUNK, sub_chunk_size: int = DEFAULT_SUB_CHUNK, scale: float = 1.0,
+    split_limit: float = SPLIT_LIMIT,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The chunked form (module docstring): arguments and result as ``gated_recurrent``'s, the output
-    times ``scale`` (each chunk's q is scaled, a pass over data already in cache).
+    times ``scale`` (each pass's q is scaled, a pass over data already in cache).
 
-    A loop over chunks of C = ``chunk_size`` tokens (the last one shorter), every batch entry at once.
-    Per-channel gates split each chunk into sub-chunks of c = ``sub_chunk_size`` tokens; c ≥ C is the
-    one-level form, the chunk's [C, C, dk] tensor of exp(G_i − G_j) whole.
+    Chunks of C = ``chunk_size`` tokens (the last one padded), CHUNKS_PER_PASS of them at a time: their
+    pairs in one batched pass, then a loop over them for the ledger alone. A pass whose chunks' gates all
+    sum above −``split_limit`` splits the exponent at each chunk's midpoint (0 never splits); otherwise
+    a scalar gate takes the masked [C, C] form and per-channel gates sub-chunks of c = ``sub_chunk_size``
+    tokens (c ≥ C: the one-level form, the chunk's [C, C, dk] tensor of exp(G_i − G_j) whole).
     """
     S, outputs = state, []
-    # split, not slices: a slice's backward writes a zero tensor of the whole input, once per chunk
-    for q_c, k_c, v_c, g_c in zip(*(x.split(chunk_size, dim=-2) for x in (q, k, v, log_decay))):
-        out, S = _chunk(q_c * scale, k_c, v_c, g_c, S, sub_chunk_size)
-        outputs.append(out)
+    pass_size = chunk_size * CHUNKS_PER_PASS
+    # split, not slices: a slice's backward writes a zero tensor of the whole input, once per piece
+    for q_p, k_p, v_p, g_p in zip(*(x.split(pass_size, dim=-2) for x in (q, k, v, log_decay))):
+        L = q_p.shape[-2]
+        chunks = (in_chunks(x, min(chunk_size, L)) for x in (q_p * scale, k_p, v_p, g_p))  # [..., nc, C, ·]
+        out, S = _pass(*chunks, S, sub_chunk_size, split_limit)
+        outputs.append(out.flatten(-3, -2)[..., :L, :])
     return torch.cat(outputs, dim=-2), S
 
 
@@ -105,25 +124,35 @@ def in_chunks(x: torch.Tensor, C: int) -> torch.Tensor:
     return (F.pad(x, (0, 0, 0, pad)) if pad else x).unflatten(-2, (-1, C))
 
 
-def _chunk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, S: torch.Tensor,
-           c: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """One chunk of L tokens entered with the ledger S₀ (module docstring): (out [..., L, dv], S_L).
+def _pass(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, S: torch.Tensor, c: int,
+          split_limit: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """nc whole chunks entered with the ledger S₀ (module docstring): (out [..., nc, C, dv], S after them).
 
-    q, k [..., L, dk], v [..., L, dv], g [..., L, dk or 1], S [..., dk, dv]. Per-channel gates: the chunk
-    is padded to whole sub-chunks of c tokens with q = k = v = 0 and g = 0 (they write and forget nothing).
+    q, k [..., nc, C, dk], v [..., nc, C, dv], g [..., nc, C, dk or 1], S [..., dk, dv]; padding tokens
+    have q = k = v = 0 and g = 0, so they write and forget nothing.
     """
-    L = q.shape[-2]
-    if g.shape[-1] > 1:
-        q, k, v, g = (in_chunks(x, min(c, L)).flatten(-3, -2) for x in (q, k, v, g))  # [..., ns·c ≥ L, ·]
-    G = g.cumsum(-2)  # running log gate from the chunk's start [..., L or ns·c, dk or 1]
-    G_last = G[..., -1:, :]  # the whole chunk's [..., 1, dk or 1]
-    if G.shape[-1] == 1:  # a scalar gate: (Q Kᵀ ∘ L) V, L_ij = exp(G_i − G_j) for j ≤ i
-        within = (q @ k.transpose(-1, -2) * exp_below_diagonal(G - G.transpose(-1, -2))) @ v
+    G = g.cumsum(-2)  # running log gate from each chunk's start [..., nc, C, dk or 1]
+    G_last = G[..., -1:, :]  # each whole chunk's [..., nc, 1, dk or 1]
+    if -G_last.min().item() < split_limit:  # exp(G_i − G_j) = exp(G_i − M) · exp(M − G_j), M = G_C / 2
+        middle = G_last / 2
+        q_in, k_out = q * (G - middle).exp(), k * (middle - G).exp()  # factors within exp(±limit / 2)
+        within = (q_in @ k_out.transpose(-1, -2)).tril() @ v  # [..., nc, C, dv]
+        q_in, k_out = q_in * middle.exp(), k_out * middle.exp()  # q ∘ exp(G), k ∘ exp(G_C − G)
     else:
-        within = _within_per_channel(q, k, v, G, min(c, L))
-    out = (q * G.exp()) @ S + within  # (q_i ∘ exp(G_i))ᵀ S₀ + the chunk's own pairs [..., L, dv]
-    S = G_last.transpose(-1, -2).exp() * S + (k * (G_last - G).exp()).transpose(-1, -2) @ v
-    return out[..., :L, :], S
+        if g.shape[-1] == 1:  # a scalar gate: (Q Kᵀ ∘ L) V, L_ij = exp(G_i − G_j) for j ≤ i
+            within = (q @ k.transpose(-1, -2) * exp_below_diagonal(G - G.transpose(-1, -2))) @ v
+        else:  # per-channel gates: each chunk padded to whole sub-chunks, the padding cut after
+            c = min(c, q.shape[-2])
+            padded = [in_chunks(x, c).flatten(-3, -2) for x in (q, k, v, g)]  # [..., nc, ns·c ≥ C, ·]
+            within = _within_per_channel(*padded[:3], padded[3].cumsum(-2), c)[..., :q.shape[-2], :]
+        q_in, k_out = q * G.exp(), k * (G_last - G).exp()
+    keep = G_last.transpose(-1, -2).exp()  # diag(exp(G_C)) as [..., nc, dk or 1, 1]
+    writes = k_out.transpose(-1, -2) @ v  # Σ_j (k_j ∘ exp(G_C − G_j)) v_jᵀ, every chunk's [..., nc, dk, dv]
+    entered = []  # the ledger each chunk starts from
+    for keep_c, write_c in zip(keep.unbind(-3), writes.unbind(-3)):
+        entered.append(S)
+        S = keep_c * S + write_c
+    return q_in @ torch.stack(entered, dim=-3) + within, S  # (q_i ∘ exp(G_i))ᵀ S₀ + the chunk's own pairs
 
 
 def exp_below_diagonal(exponent: torch.Tensor) -> torch.Tensor:

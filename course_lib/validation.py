@@ -148,9 +148,11 @@ def check_log_decay(log_decay: object, q: torch.Tensor, *, per_channel: bool = T
         channel = f"[..., n, dk] = [..., {n}, {dk}] (one gate per key channel, as many dims as q) or " if per_channel else ""
         raise ValueError(f"log_decay must be {channel}[..., n] = [..., {n}] (one per token, one dim fewer than q), "
                          f"got {tuple(log_decay.shape)} for q {tuple(q.shape)}")
-    bad = ~(log_decay <= 0)  # positive or NaN
-    bad |= torch.isinf(log_decay)
-    if bad.any():
+    if log_decay.numel() == 0:
+        return gates
+    lowest, highest = torch.aminmax(log_decay)  # one pass; a NaN makes both NaN, and NaN <= 0 is False
+    if not (highest <= 0 and lowest > -torch.inf):
+        bad = ~(log_decay <= 0) | torch.isinf(log_decay)  # positive, NaN or −inf
         index = tuple(int(i) for i in bad.nonzero()[0])
         raise ValueError(f"log_decay must be finite and <= 0 (a gate exp(g) in (0, 1]), found {int(bad.sum())} "
                          f"entries that are not, the first at {index}: {log_decay[index].item()!r}")

@@ -5,8 +5,9 @@ size, the one-level form included), gradients, and refusals that name the argume
 import pytest
 import torch
 
+from course_lib import gated
 from course_lib.device import seeded_qkv
-from course_lib.gated import gated_chunked, gated_linear_attention, gated_recurrent
+from course_lib.gated import CHUNKS_PER_PASS, SPLIT_LIMIT, gated_chunked, gated_linear_attention, gated_recurrent
 
 torch.set_num_threads(2)
 
@@ -50,12 +51,46 @@ def test_the_masked_matrix_form_equals_the_recurrence(per_channel):
 
 
 @pytest.mark.parametrize("per_channel", [True, False])
-@pytest.mark.parametrize("n, chunk_size", [(37, 8), (37, 64), (64, 16), (1, 4), (9, 9)])
+@pytest.mark.parametrize("n, chunk_size", [(37, 8), (37, 64), (64, 16), (1, 4), (9, 9), (100, 3)])
 def test_chunked_equals_recurrent_in_float64_on_ragged_lengths(per_channel, n, chunk_size):
+    """Several passes of CHUNKS_PER_PASS chunks where C is small, the last pass and chunk ragged."""
     q, k, v, g = inputs(n=n, per_channel=per_channel)
     recurrent = gated_linear_attention(q, k, v, g, method="recurrent")
     chunked = gated_linear_attention(q, k, v, g, chunk_size=chunk_size)
     assert (recurrent - chunked).abs().max() < 1e-10
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+@pytest.mark.parametrize("split_limit, safe_passes", [(SPLIT_LIMIT, 1), (0.0, 3)], ids=["split", "never split"])
+def test_each_pass_chooses_its_form_and_every_choice_is_the_recurrence(per_channel, split_limit, safe_passes,
+                                                                        monkeypatch):
+    """Three passes: mild gates, then −20 a token (a chunk of 4 sums to −80, over the limit: the safe form),
+    then mild again; split_limit = 0 sends every pass to the safe form. float64, the last pass ragged."""
+    C, per_pass = 4, 4 * CHUNKS_PER_PASS
+    q, k, v, g = inputs(n=3 * per_pass - 5, per_channel=per_channel)
+    gate = g if per_channel else g.unsqueeze(-1)  # the form takes [..., n, dk or 1]
+    gate[..., per_pass:2 * per_pass, :] = -20.0
+    safe = "_within_per_channel" if per_channel else "exp_below_diagonal"
+    calls = []
+    monkeypatch.setattr(gated, safe, lambda *a, form=getattr(gated, safe): calls.append(1) or form(*a))
+    state = torch.randn(2, 3, 8, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    out, S = gated_recurrent(q, k, v, gate, state)
+    fast, S_fast = gated_chunked(q, k, v, gate, state, chunk_size=C, split_limit=split_limit)
+    assert len(calls) == safe_passes
+    assert (fast - out).abs().max() < 1e-10 and (S_fast - S).abs().max() < 1e-10
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_a_split_just_inside_its_limit_keeps_float32_accurate(per_channel):
+    """Chunks of 64 whose gates sum to just above −SPLIT_LIMIT: the split's factors reach exp(±30),
+    and the float32 result still matches the float64 recurrence to 1e-4 of its largest entry."""
+    q, k, v, _ = inputs((1, 2), n=128, dk=16, dv=8, per_channel=per_channel)
+    shape = (1, 2, 128, 16) if per_channel else (1, 2, 128, 1)
+    g = torch.full(shape, -0.999 * SPLIT_LIMIT / 64, dtype=torch.float64)
+    exact, _ = gated_recurrent(q, k, v, g, torch.zeros(1, 2, 16, 8, dtype=torch.float64))
+    fast, S = gated_chunked(*(x.float() for x in (q, k, v, g)), torch.zeros(1, 2, 16, 8))
+    assert torch.isfinite(fast).all() and torch.isfinite(S).all()
+    assert (fast.double() - exact).abs().max() < 1e-4 * exact.abs().max()
 
 
 @pytest.mark.parametrize("n, chunk_size, sub_chunk_size", [
@@ -67,7 +102,8 @@ def test_sub_chunks_equal_the_recurrence_in_float64(n, chunk_size, sub_chunk_siz
     q, k, v, g = inputs(n=n)
     state = torch.randn(2, 3, 8, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     out, S = gated_recurrent(q, k, v, g, state)
-    fast, S_fast = gated_chunked(q, k, v, g, state, chunk_size=chunk_size, sub_chunk_size=sub_chunk_size)
+    fast, S_fast = gated_chunked(q, k, v, g, state, chunk_size=chunk_size, sub_chunk_size=sub_chunk_size,
+                                 split_limit=0)
     assert (fast - out).abs().max() < 1e-10 and (S_fast - S).abs().max() < 1e-10
 
 
@@ -174,7 +210,8 @@ def test_gradcheck_through_the_sub_chunks(chunk_size, sub_chunk_size):
     leaves = [x.clone().requires_grad_() for x in (q, k, v, g, state)]
 
     def run(q, k, v, g, state):
-        return gated_chunked(q, k, v, g.clamp(max=0), state, chunk_size=chunk_size, sub_chunk_size=sub_chunk_size)
+        return gated_chunked(q, k, v, g.clamp(max=0), state, chunk_size=chunk_size, sub_chunk_size=sub_chunk_size,
+                             split_limit=0)
 
     assert torch.autograd.gradcheck(run, leaves)
 

@@ -103,10 +103,14 @@ def test_the_positional_forms_are_differentiable(form, causal):
 
 
 GATED = {  # (q, k, v, log gate [..., n, dk] or [..., n], ledger [..., dk, dv]) -> (out, ledger after)
-    "gla_two_levels": lambda q, k, v, g, S: gated_chunked(q, k, v, g, S, chunk_size=5, sub_chunk_size=2),
-    "gla_one_level": lambda q, k, v, g, S: gated_chunked(q, k, v, g, S, chunk_size=5, sub_chunk_size=5),
+    "gla_split": lambda q, k, v, g, S: gated_chunked(q, k, v, g, S, chunk_size=2),  # 4 chunks, 1 pass
+    "gla_two_levels": lambda q, k, v, g, S: gated_chunked(q, k, v, g, S, chunk_size=5, sub_chunk_size=2,
+                                                          split_limit=0),
+    "gla_one_level": lambda q, k, v, g, S: gated_chunked(q, k, v, g, S, chunk_size=5, sub_chunk_size=5,
+                                                         split_limit=0),
     "gla_recurrent": gated_recurrent,
-    "mamba2_chunked": lambda q, k, v, g, S: gated_chunked(q, k, v, g[..., :1], S, chunk_size=3, scale=0.5),
+    "mamba2_split": lambda q, k, v, g, S: gated_chunked(q, k, v, g[..., :1], S, chunk_size=3, scale=0.5),
+    "mamba2_masked": lambda q, k, v, g, S: gated_chunked(q, k, v, g[..., :1], S, chunk_size=3, split_limit=0),
     "gated_delta_chunked": lambda q, k, v, g, S: delta_rule_chunked(q, k, v, g[..., 1].sigmoid(), S, g[..., 0],
                                                                     chunk_size=3),
     "gated_delta_recurrent": lambda q, k, v, g, S: delta_rule_recurrent(q, k, v, g[..., 1].sigmoid(), S, g[..., 0]),
