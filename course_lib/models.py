@@ -6,12 +6,14 @@ Only the mixer changes between runs (``MIXERS``):
 
 * "softmax": ``attention.softmax_attention`` (causal, 1/√d) — the reference;
 * "linear": ``attention.linear_attention`` with elu + 1 (its differentiable causal engine);
-* "performer": FAVOR+ positive orthogonal features, m = head dim features (so its ledger is the
-  same size as elu + 1's), drawn **once** from the model's seed and kept fixed (not redrawn);
+* "performer": FAVOR+ positive orthogonal features, m = ``performer_features`` (default the head dim,
+  so its ledger is the size of elu + 1's), drawn **once** from the model's seed and kept fixed;
 * "decay": ``linear_attention`` with a fixed γ per head, RetNet's γ_h = 1 − 2^{−(5+h)} (0.969, 0.984,
   … : memories of ~32, 64, … tokens), with the course's normaliser kept;
 * "delta": ``delta.delta_rule_attention`` with β = sigmoid(a linear map of the input), one per
   token and head (d_model·H + H parameters of its own);
+* "delta_additive": the eraser ablation — delta's inputs (L2-normalised q and k, no normaliser, the
+  same learned β) but an additive write S_t = S_{t−1} + β_t k_t v_tᵀ: delta minus the erase term alone;
 * "gla": ``gated.gated_linear_attention`` with one gate per key channel, log α = logsigmoid(x W₁W₂ + b)/16
   through a rank-16 map as GLA does (its τ = 16 keeps early gates near 1), no normaliser, an RMS norm
   per head on the output;
@@ -48,7 +50,7 @@ from course_lib.gated import gated_linear_attention
 from course_lib.random_features import PerformerFeatures
 from course_lib.validation import check_choice, check_flag, check_int, check_ints
 
-MIXERS = ("softmax", "linear", "performer", "decay", "delta", "gla", "gated_delta", "based")
+MIXERS = ("softmax", "linear", "performer", "decay", "delta", "delta_additive", "gla", "gated_delta", "based")
 GATE_RANK, GATE_TEMPERATURE = 16, 16.0  # GLA's low-rank gate map and its τ
 BASED_FEATURES, BASED_WINDOW = 4, 8  # Based's small feature dim (1 + 4 + 16 Taylor features) and its window
 FEATURE_MAPS = {"elu+1": elu_plus_one, "identity": identity, "relu": relu}  # for ``feature_map``
@@ -68,13 +70,35 @@ def window_softmax(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: in
     return scores.masked_fill(outside, -torch.inf).softmax(-1) @ v
 
 
+def state_bytes(mixer: str, *, d_model: int, n_heads: int, seq_len: int, n_layers: int = 2, conv_size: int = 4,
+                performer_features: int | None = None, normaliser: bool = True, bytes_per_number: int = 4) -> int:
+    """Bytes a TinyLM carries from token ``seq_len`` to the next (Zoology's and Based's recall–memory axis).
+
+    Per layer: the convolution's last conv_size − 1 inputs (d_model each), and per head: softmax's cache of
+    keys and values (2·seq_len·dh, the one state that grows), or a ledger of f × dh numbers plus, where the
+    mixer divides by a normaliser, its f running feature sums. f = dh (elu + 1, decay, the delta and gated
+    mixers), m (FAVOR+), 1 + d' + d'² (Based's Taylor features; Based adds its window's cache, 2·W·dh).
+    """
+    check_choice("mixer", mixer, MIXERS)
+    check_ints(d_model=d_model, n_heads=n_heads, seq_len=seq_len, n_layers=n_layers, bytes_per_number=bytes_per_number)
+    dh = d_model // n_heads
+    f = {"performer": performer_features or dh, "based": 1 + BASED_FEATURES + BASED_FEATURES ** 2}.get(mixer, dh)
+    divides = mixer in ("performer", "decay", "based") or (mixer == "linear" and normaliser)
+    head = {"softmax": 2 * seq_len * dh}.get(mixer, f * dh + divides * f + (mixer == "based") * 2 * BASED_WINDOW * dh)
+    return bytes_per_number * n_layers * (max(conv_size - 1, 0) * d_model + n_heads * head)
+
+
 class Mixer(nn.Module):
     """Causal token mixing by one of ``MIXERS``: [B, T, D] -> [B, T, D], H heads of D/H dims."""
 
     def __init__(self, d_model: int, n_heads: int, kind: str, *, conv_size: int = 4, seed: int = 0,
-                 feature_map: str | None = None, eps: float = 0.0, normaliser: bool = True):
+                 feature_map: str | None = None, eps: float = 0.0, normaliser: bool = True,
+                 performer_features: int | None = None):
         super().__init__()
         check_choice("mixer", kind, MIXERS)
+        check_int("performer_features", performer_features, optional=True)
+        if performer_features is not None and kind != "performer":
+            raise ValueError(f"performer_features sets FAVOR+'s m: it needs mixer 'performer', got {kind!r}")
         self.normalised = check_flag("normaliser", normaliser)
         if not normaliser and kind != "linear":
             raise ValueError(f"normaliser=False drops linear attention's denominator: it needs mixer 'linear', got {kind!r}")
@@ -91,14 +115,14 @@ class Mixer(nn.Module):
         self.conv = nn.Conv1d(d_model, d_model, conv_size, groups=d_model, padding=conv_size - 1) if conv_size else None
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
         self.out = nn.Linear(d_model, d_model, bias=False)
-        self.beta = nn.Linear(d_model, n_heads) if kind in ("delta", "gated_delta") else None
+        self.beta = nn.Linear(d_model, n_heads) if kind in ("delta", "delta_additive", "gated_delta") else None
         self.gate = {"gla": lambda: nn.Sequential(nn.Linear(d_model, GATE_RANK, bias=False), nn.Linear(GATE_RANK, d_model)),
                      "gated_delta": lambda: nn.Linear(d_model, n_heads)}.get(kind, lambda: None)()
         self.head_norm = nn.RMSNorm(self.head_dim) if kind == "gla" or not normaliser else None  # no normaliser: a norm
         self.feature_proj = nn.Linear(self.head_dim, 2 * BASED_FEATURES, bias=False) if kind == "based" else None
         if kind == "performer":
             generator = torch.Generator().manual_seed(seed)
-            self.features = PerformerFeatures(self.head_dim, self.head_dim, generator=generator)
+            self.features = PerformerFeatures(self.head_dim, performer_features or self.head_dim, generator=generator)
         decays = head_decays(n_heads).float() if kind == "decay" else None  # [H]: broadcasts to [B, H]
         self.register_buffer("gamma", decays, persistent=False)
 
@@ -133,6 +157,10 @@ class Mixer(nn.Module):
             log_gate = F.logsigmoid(self.gate(x)) / GATE_TEMPERATURE  # [B, T, D], <= 0
             log_gate = log_gate.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # [B, H, T, dh]
             mixed = self.head_norm(gated_linear_attention(q, k, v, log_gate))
+        elif self.kind == "delta_additive":  # the eraser ablation (module docstring)
+            beta = torch.sigmoid(self.beta(x)).transpose(1, 2).unsqueeze(-1)  # [B, H, T, 1]
+            q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+            mixed = linear_sums(q, k, beta * v, causal=True, method="auto")[0]  # the raw sums, no denominator
         else:
             beta = torch.sigmoid(self.beta(x)).transpose(1, 2)  # [B, H, T], in (0, 1)
             log_gate = F.logsigmoid(self.gate(x)).transpose(1, 2) if self.gate is not None else None  # [B, H, T]
@@ -159,7 +187,8 @@ class TinyLM(nn.Module):
 
     def __init__(self, vocab_size: int, *, d_model: int = 64, n_layers: int = 2, n_heads: int = 4,
                  mixer: str = "softmax", max_len: int = 256, conv_size: int = 4, seed: int = 0,
-                 feature_map: str | None = None, eps: float = 0.0, normaliser: bool = True):
+                 feature_map: str | None = None, eps: float = 0.0, normaliser: bool = True,
+                 performer_features: int | None = None):
         super().__init__()
         check_ints(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, n_heads=n_heads, max_len=max_len)
         check_int("conv_size", conv_size, at_least=0, meaning="0: no convolution")
@@ -168,11 +197,14 @@ class TinyLM(nn.Module):
             torch.manual_seed(seed)
             self.embed, self.position = nn.Embedding(vocab_size, d_model), nn.Embedding(max_len, d_model)
             self.blocks = nn.ModuleList(Block(d_model, n_heads, mixer, conv_size=conv_size, seed=seed + layer,
-                                              feature_map=feature_map, eps=eps, normaliser=normaliser)
+                                              feature_map=feature_map, eps=eps, normaliser=normaliser,
+                                              performer_features=performer_features)
                                         for layer in range(n_layers))
             self.norm, self.head = nn.LayerNorm(d_model), nn.Linear(d_model, vocab_size)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, at: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits [B, T, V]; or, given ``at`` (bool [B, T]), only those positions' logits [N, V] (row-major
+        order, as ``x[at]``): a task that scores few positions (MQAR) skips the output layer elsewhere."""
         if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long or tokens.dim() != 2:
             got = f"{tokens.dtype} {tuple(tokens.shape)}" if isinstance(tokens, torch.Tensor) else type(tokens).__name__
             raise ValueError(f"tokens must be a long tensor [B, T], got {got}")
@@ -182,7 +214,12 @@ class TinyLM(nn.Module):
         x = self.embed(tokens) + self.position(positions)  # [B, T, D]
         for block in self.blocks:
             x = block(x)
-        return self.head(self.norm(x))  # [B, T, V]
+        if at is not None:
+            if not isinstance(at, torch.Tensor) or at.dtype != torch.bool or at.shape != tokens.shape:
+                raise ValueError(f"at must be a bool tensor shaped like tokens {tuple(tokens.shape)}, got "
+                                 f"{getattr(at, 'dtype', type(at).__name__)} {tuple(getattr(at, 'shape', ()))}")
+            x = x[at]  # [N, D]
+        return self.head(self.norm(x))  # [B, T, V] or [N, V]
 
     def smallest_normaliser(self) -> float:
         """min |φ(q)ᵀΣφ(k) + eps| over every layer, head and token of the last forward (``feature_map`` only);

@@ -7,7 +7,7 @@ import torch
 
 from course_lib.attention import linear_attention
 from course_lib.feature_maps import identity
-from course_lib.models import FEATURE_MAPS, MIXERS, Mixer, TinyLM, head_decays
+from course_lib.models import FEATURE_MAPS, MIXERS, Mixer, TinyLM, head_decays, state_bytes
 from course_lib.recall.stability import StabilityRun, count_spikes, summarise, train_watching_normaliser
 
 
@@ -52,7 +52,7 @@ def test_the_same_seed_gives_the_same_weights_and_leaves_the_global_generator_al
 def test_mixers_share_the_budget_except_their_gate_layers():
     counts = {mixer: TinyLM(64, d_model=32, n_heads=4, n_layers=2, mixer=mixer).parameter_count() for mixer in MIXERS}
     per_head = 32 * 4 + 4  # β or a per-head gate: sigmoid(W x + b), W [H, D]
-    extra = {"delta": 2 * per_head, "gated_delta": 2 * 2 * per_head,
+    extra = {"delta": 2 * per_head, "delta_additive": 2 * per_head, "gated_delta": 2 * 2 * per_head,
              "gla": 2 * (32 * 16 + 16 * 32 + 32 + 8),  # rank-16 gate map and the heads' RMS-norm weight [dh]
              "based": 2 * 8 * 8}  # the q and k feature maps [d', dh] with d' = 4, dh = 8
     assert len({count for mixer, count in counts.items() if mixer not in extra}) == 1
@@ -217,3 +217,41 @@ def test_only_the_linear_mixer_drops_its_normaliser():
         TinyLM(16, mixer="softmax", normaliser=False)
     with pytest.raises(TypeError, match="normaliser must be True or False"):
         TinyLM(16, mixer="linear", normaliser="no")
+
+
+def test_logits_at_a_mask_are_the_full_logits_at_those_positions():
+    model = TinyLM(16, d_model=16, n_heads=2, max_len=12, mixer="delta")
+    tokens = torch.randint(0, 16, (3, 12), generator=torch.Generator().manual_seed(1))
+    at = torch.rand(3, 12, generator=torch.Generator().manual_seed(2)) < 0.3
+    torch.testing.assert_close(model(tokens, at=at), model(tokens)[at])
+    with pytest.raises(ValueError, match="at must be a bool tensor shaped like tokens"):
+        model(tokens, at=at.long())
+
+
+def test_the_additive_write_is_delta_without_its_eraser():
+    """delta_additive's ledger is Σ β_j k̂_j v_jᵀ: its output is the masked product of the normalised q and k."""
+    mixer = Mixer(8, 2, "delta_additive", conv_size=0)
+    x = torch.randn(1, 6, 8, generator=torch.Generator().manual_seed(3))
+    q, k, v = mixer.qkv(x).view(1, 6, 3, 2, 4).permute(2, 0, 3, 1, 4)
+    beta = torch.sigmoid(mixer.beta(x)).transpose(1, 2)  # [1, 2, 6]
+    scores = torch.nn.functional.normalize(q, dim=-1) @ torch.nn.functional.normalize(k, dim=-1).transpose(-1, -2)
+    expected = (scores.tril() * beta.unsqueeze(-2)) @ v  # [1, 2, 6, 4]
+    torch.testing.assert_close(mixer(x), mixer.out(expected.transpose(1, 2).reshape(1, 6, 8)))
+
+
+def test_performer_features_set_favors_m_and_only_for_the_performer():
+    model = TinyLM(16, d_model=16, n_heads=2, mixer="performer", performer_features=32)
+    assert model.blocks[0].mixer.features.num_features == 32
+    with pytest.raises(ValueError, match="performer_features sets FAVOR"):
+        TinyLM(16, d_model=16, n_heads=2, mixer="linear", performer_features=32)
+
+
+def test_state_bytes_grow_with_length_only_for_softmax():
+    sizes = {T: {m: state_bytes(m, d_model=64, n_heads=2, seq_len=T) for m in MIXERS} for T in (64, 128)}
+    assert sizes[128]["softmax"] - sizes[64]["softmax"] == 4 * 2 * 2 * 2 * 64 * 32  # bytes · layers · heads · k,v · ΔT · dh
+    assert all(sizes[64][m] == sizes[128][m] for m in MIXERS if m != "softmax")
+    conv = 4 * 2 * 3 * 64  # bytes · layers · taps kept · d_model
+    assert sizes[64]["delta"] == conv + 4 * 2 * 2 * 32 * 32  # a dh × dh ledger per head, no normaliser
+    assert sizes[64]["linear"] == sizes[64]["delta"] + 4 * 2 * 2 * 32  # plus the running sum of features
+    assert state_bytes("performer", d_model=64, n_heads=2, seq_len=64, performer_features=128) == conv + 4 * 2 * 2 * (128 * 32 + 128)
+    assert state_bytes("linear", d_model=64, n_heads=2, seq_len=64, normaliser=False) == sizes[64]["delta"]

@@ -11,7 +11,6 @@ from course_lib.recall import sweep
 from course_lib.recall.sweep import QUICK, RECALL_MIXERS, SweepSettings, run_sweep, summarise, sweep_figure
 from course_lib.recall.stability import StabilityRun, train_watching_normaliser
 from course_lib.recall.train import RecallRun, train_recall
-from course_tools.recall.__main__ import main
 
 
 def draw(seed: int = 0, **task):
@@ -124,22 +123,6 @@ def test_the_figure_has_a_panel_per_head_dim_a_line_per_mixer_and_marks_the_head
         labels = [line.get_label() for line in ax.get_lines()]
         assert labels[:2] == ["softmax", "delta"]
         assert any(list(line.get_xdata()) == [head_dim, head_dim] for line in ax.get_lines())
-
-
-def test_the_quick_command_writes_every_summary_row_and_the_plot(tmp_path, capsys):
-    out = tmp_path / "recall.json"
-    assert main(["--quick", "--device", "cpu", "--out", str(out)]) == 0
-    result = json.loads(out.read_text())
-    expected = {(m, h, p) for m in RECALL_MIXERS for h in QUICK.head_dims for p in QUICK.num_pairs}
-    assert {(r["mixer"], r["head_dim"], r["num_pairs"]) for r in result["summary"]} == expected
-    assert len(result["runs"]) == len(QUICK.runs()) and result["meta"]["quick"] is True
-    assert out.with_suffix(".png").stat().st_size > 10_000
-    assert "recall" in capsys.readouterr().out
-
-
-def test_the_command_refuses_an_output_that_is_not_json(tmp_path):
-    with pytest.raises(SystemExit):
-        main(["--quick", "--out", str(tmp_path / "recall.csv")])
 
 
 TINY = SweepSettings(num_pairs=(2,), head_dims=(8,), seeds=(0,), mixers=("softmax", "delta"), tokens_per_step=64,

@@ -51,7 +51,7 @@ def warmup_cosine(step: int, steps: int, lr: float) -> float:
 
 def fit(model: torch.nn.Module, next_batch: Callable[[], tuple[torch.Tensor, torch.Tensor]], *, steps: int,
         lr: float, progress: Callable[[float], object] | None = None,
-        watch: Callable[[int, float, float], bool] | None = None) -> float:
+        watch: Callable[[int, float, float], bool] | None = None, scored_only: bool = False) -> float:
     """Train ``model`` in place for ``steps`` steps; the last step's loss.
 
     ``next_batch()`` gives (inputs [B, T] long, targets [B, T] long) on the model's device; the loss
@@ -60,7 +60,8 @@ def fit(model: torch.nn.Module, next_batch: Callable[[], tuple[torch.Tensor, tor
     taking each step's loss (a ``tqdm`` bar's update, for one). ``watch(step, loss, grad_norm)``, if
     given, sees each step's loss and gradient norm before clipping, after the backward pass and
     before the update; returning True stops training there (``stability`` stops at a NaN). Shared by
-    MQAR, the byte-level LM and ``stability``.
+    MQAR, the byte-level LM and ``stability``. ``scored_only``: the model's output layer runs only at
+    the scored positions (``TinyLM(..., at=)``), the same loss for a task that scores few (MQAR).
     """
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
     loss = torch.tensor(float("nan"))
@@ -68,8 +69,11 @@ def fit(model: torch.nn.Module, next_batch: Callable[[], tuple[torch.Tensor, tor
         inputs, targets = next_batch()
         for group in optimiser.param_groups:
             group["lr"] = warmup_cosine(step, steps, lr)
-        logits = model(inputs)  # [B, T, V]
-        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+        if scored_only:  # the same loss, the output layer only where a target is scored
+            scored = targets != IGNORE
+            loss = F.cross_entropy(model(inputs, at=scored), targets[scored])  # logits [N, V]
+        else:
+            loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))

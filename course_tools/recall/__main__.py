@@ -1,35 +1,39 @@
-"""python -m course_tools.recall [--quick] [--device D] [--jobs N] [--out PATH]: the recall sweep, as JSON and a plot.
+"""python -m course_tools.recall [--quick] [--device D] [--jobs N] [--part mqar|text|both] [--out PATH] [--cache PATH]
 
-Finished runs are kept in ``<out>.partial.jsonl`` until the whole sweep is written, so an
-interrupted sweep started again with the same ``--out`` trains only what is missing.
+The recall study (``study``: MQAR under the protocol) and the text verdict (``language``), as JSON and a plot.
+Every finished run is appended to the cache (default ``<out>.runs.jsonl``) and never trained again, so a
+study stopped at any point resumes where it stopped; the cache is kept (it is every run's raw record).
+``--device cuda`` runs ``study.GPU``, Zoology's scale.
 """
 
 import argparse
 import sys
 import time
 from pathlib import Path
+from statistics import median
 
 import matplotlib
 
-from course_lib.records import cli_output_path, finish_run, machine_metadata, table
 from course_lib.device import get_device
-from course_lib.recall import sweep
-from course_tools.recall import language
+from course_lib.records import cli_output_path, finish_run, machine_metadata
+from course_tools.recall import language, study
+from course_tools.recall.figures import study_figure
+from course_tools.recall.report import mqar_report, mqar_rows, text_report
 
 matplotlib.use("Agg")  # the CLI only writes a PNG
+STEP_LIMIT = 2.0  # the chunked delta and gated mixers should step within 2× elu+1's time
+CHUNKED = ("delta", "delta, additive write", "gla", "gated delta")
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, object]:
-    parser = argparse.ArgumentParser(prog="python -m course_tools.recall",
-                                     description="Train every mixer on multi-query associative recall (MQAR) "
-                                     "across num_pairs and head dims, and as a byte-level language model of "
-                                     "Python's standard library; write the results and a plot.")
-    parser.add_argument("--quick", action="store_true", help="a CI-sized sweep (seconds), written to a temporary folder")
-    parser.add_argument("--device", default=None, help="default: course_lib.device.get_device()")
+    parser = argparse.ArgumentParser(prog="python -m course_tools.recall", description=__doc__.split("\n\n")[1])
+    parser.add_argument("--quick", action="store_true", help="a CI-sized study (seconds), written to a temporary folder")
+    parser.add_argument("--device", default=None, help="default: course_lib.device.get_device(); cuda runs Zoology's scale")
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at a time, one process and thread each (1)")
+    parser.add_argument("--part", choices=("mqar", "text", "both"), default="both", help="which study to run (both)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="JSON file to write, the PNG next to it (default: course_lib/results/recall_<device>.json; "
-                        "with --quick a fresh temporary directory)")
+                        help="JSON to write, the PNG beside it (default: course_lib/results/recall_<device>.json)")
+    parser.add_argument("--cache", type=Path, default=None, help="finished runs, JSON lines (default: <out>.runs.jsonl)")
     args = parser.parse_args(argv)
     try:
         device = get_device(args.device)
@@ -41,29 +45,57 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, object]:
         args.out = cli_output_path(args.out, stem="recall", device=device, quick=args.quick)
     except ValueError as error:
         parser.error(str(error))
+    args.cache = args.cache or args.out.with_suffix(".runs.jsonl")
     return args, device
+
+
+def settings_for(device, quick: bool) -> tuple[study.StudySettings, language.TextSettings]:
+    """QUICK on any device with --quick, else GPU on CUDA and CPU elsewhere (text: FULL either way)."""
+    if quick:
+        return study.QUICK, language.QUICK
+    return (study.GPU if device.type == "cuda" else study.CPU), language.FULL
+
+
+def step_check(rows: list[dict]) -> str:
+    """Each chunked mixer's median step time over elu+1's, against ``STEP_LIMIT``."""
+    lines = []
+    for label in CHUNKED:
+        ratios = [r["step_vs_elu1"] for r in rows if r["label"] == label and r["step_vs_elu1"] is not None]
+        if ratios:
+            verdict = "PASS" if median(ratios) <= STEP_LIMIT else "FAIL"
+            lines.append(f"{label}: step time {median(ratios):.2f}× elu+1's (median of {len(ratios)} settings; "
+                         f"limit {STEP_LIMIT}×) {verdict}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     args, device = parse_args(argv)
     meta = machine_metadata(device, quick=args.quick) | {"jobs": args.jobs}
-    print(f"course_tools.recall on {meta['device_label']}, quick={args.quick}")
-    settings = sweep.QUICK if args.quick else sweep.FULL
-    partial = args.out.with_suffix(".partial.jsonl")  # finished runs; an interrupted sweep resumes from it
-    result = sweep.run_sweep(settings, device, jobs=args.jobs, partial=partial)
-    rows = [[r["mixer"], r["head_dim"], r["num_pairs"], r["mean"], r["lowest"], r["highest"]] for r in result["summary"]]
-    print(table(["mixer", "head dim", "pairs", "recall", "lowest", "highest"], rows))
-    result["language"] = language.run_language(language.QUICK if args.quick else language.FULL, device,
-                                               mixers=settings.mixers,
-                                               max_bytes=language.QUICK_BYTES if args.quick else None)
-    print(table(["mixer", "parameters", "validation bits/byte", "next-byte accuracy", "seconds"],
-                [[r["mixer"], r["parameters"], r["validation_bits_per_byte"], r["validation_accuracy"], r["seconds"]]
-                 for r in result["language"]["runs"]]))
-    picture = args.out.with_suffix(".png")
-    sweep.sweep_figure(result["summary"], meta["device_label"]).savefig(picture, dpi=110)
-    finish_run(args.out, {"meta": meta, **result}, started, picture)
-    partial.unlink()  # only once the whole sweep is written
+    print(f"course_tools.recall on {meta['device_label']}, quick={args.quick}, part={args.part}\n\n{study.PROTOCOL}")
+    mqar_settings, text_settings = settings_for(device, args.quick)
+    cache = study.RunCache(args.cache)
+    payload = {"meta": meta}
+    if args.part in ("mqar", "both"):
+        runner = study.Runner(device, cache, study.train_study_run, args.jobs)
+        payload["mqar"] = study.run_study(mqar_settings, runner)
+        runner.bar.close()
+        print("\n" + mqar_report(payload["mqar"]) + "\n\n" + step_check(mqar_rows(payload["mqar"])))
+    if args.part in ("text", "both"):
+        runner = study.Runner(device, cache, language.train_language, args.jobs)
+        payload["text"] = language.run_text_study(text_settings, runner)
+        runner.bar.close()
+        print("\nText (test bits per byte, lower is better; 95 % bootstrap intervals)\n" + text_report(payload["text"]))
+    used = [seed for part in ("mqar", "text") for cell in payload.get(part, {}).get("cells", []) for seed in cell["seeds"]]
+    swept = len(cache.done)
+    meta["cpu_hours"] = sum(result["cpu_seconds"] for result in cache.done.values()) / 3600
+    print(f"\nCPU time of every run in the cache ({swept} runs, {len(used)} of them reported seeds): "
+          f"{meta['cpu_hours']:.2f} h")
+    pictures = []
+    if payload.get("mqar") and mqar_rows(payload["mqar"]):
+        pictures.append(args.out.with_suffix(".png"))
+        study_figure(payload["mqar"], meta["device_label"]).savefig(pictures[0], dpi=110)
+    finish_run(args.out, payload, started, *pictures)
     return 0
 
 
