@@ -3,7 +3,7 @@ DEV_EXTRAS = test,instructor,book
 include make/course.mk
 NOTEBOOKS ?= $(wildcard notebooks/*.ipynb) $(wildcard solutions/*.ipynb)
 
-.PHONY: install install-dev lab kernel test test-release test-browser book test-hub hub hub-install notebooks exercises guide release slides clean
+.PHONY: install install-dev lab kernel test test-release test-browser book test-hub hub hub-install notebooks exercises guide release slides clean recall recall-gpu
 
 # Two pytest workers (pytest-xdist), one file each at a time: a notebook's cells stay in one kernel and
 # a module's fixtures in one process. On the 2-core CPU this took make test from ~330 s to ~290 s.
@@ -118,3 +118,13 @@ test-hub: hub-install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis dist build
+
+# The recall study (docs/measurements.md, "The recall study"): MQAR under its protocol and the text verdict,
+# hours on 2 CPU cores; every finished run stays in benchmarks/results/recall_cpu.runs.jsonl, so it resumes.
+recall: install-dev
+	$(BIN)/python -m course_tools.recall --jobs 2
+
+# Zoology's scale on one GPU (study.GPU, MQAR only): writes course_lib/results/recall_cuda.json and its plot.
+# Four runs share the GPU (a tiny model's step is launch-bound). Estimated, not yet measured: ~8 min on an H200.
+recall-gpu: install-dev
+	$(BIN)/python -m course_tools.recall --device cuda --jobs 4 --part mqar

@@ -164,3 +164,37 @@ def test_the_command_refuses_bad_arguments(tmp_path):
     for argv in (["--out", str(tmp_path / "recall.csv")], ["--jobs", "0"], ["--part", "neither"]):
         with pytest.raises(SystemExit):
             main(["--quick", *argv])
+
+
+def test_the_gpu_grid_is_zoologys_scale_and_every_grid_is_a_valid_task():
+    from course_tools.recall.__main__ import settings_for
+    assert settings_for(torch.device("cuda"), quick=False)[0] is study.GPU
+    assert settings_for(torch.device("cpu"), quick=False)[0] is study.CPU
+    assert study.GPU.template.vocab_size == 8192 and study.GPU.template.d_model >= 64
+    for settings in (study.CPU, study.GPU, study.QUICK):
+        for pairs, length in settings.grid:
+            run = replace(settings.template, num_pairs=pairs, seq_len=length)
+            assert run.batch_size * length == settings.template.tokens_per_step  # the same tokens a step everywhere
+            study.zoology_mqar(1, **run.task())  # refused if Zoology's layout cannot hold it
+
+
+def test_the_default_study_keeps_its_runs_in_the_repository(monkeypatch, tmp_path):
+    from course_tools.recall.__main__ import parse_args
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "course_lib" / "results").mkdir(parents=True)
+    args, _ = parse_args(["--device", "cpu"])
+    assert args.cache.as_posix() == "benchmarks/results/recall_cpu.runs.jsonl"
+    args, _ = parse_args(["--device", "cpu", "--out", str(tmp_path / "x.json")])
+    assert args.cache == tmp_path / "x.runs.jsonl"
+
+
+def test_a_report_from_an_unfinished_cache_marks_what_is_still_to_train(studied, tmp_path):
+    first, calls, cache = studied
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text("\n".join(cache.read_text().splitlines()[:32]) + "\n")  # P = 2 done (30 runs), P = 4 begun
+    runner = study.Runner(torch.device("cpu"), study.RunCache(partial), fake_trainer, train=False)
+    result = study.run_study(SETTINGS, runner)
+    assert [s["status"] for s in result["status"]] == ["verdict", "not yet trained", "not yet trained"]
+    assert result["cells"] == [c for c in first["cells"] if c["num_pairs"] == 2]
+    with pytest.raises(study.NotTrained, match="runs are not in the cache"):
+        runner([replace(SETTINGS.template, seed=99)])

@@ -1,7 +1,7 @@
 """python -m course_tools.recall [--quick] [--device D] [--jobs N] [--part mqar|text|both] [--out PATH] [--cache PATH]
 
 The recall study (``study``: MQAR under the protocol) and the text verdict (``language``), as JSON and a plot.
-Every finished run is appended to the cache (default ``<out>.runs.jsonl``) and never trained again, so a
+Every finished run is appended to the cache (``--cache``) and never trained again, so a
 study stopped at any point resumes where it stopped; the cache is kept (it is every run's raw record).
 ``--device cuda`` runs ``study.GPU``, Zoology's scale.
 """
@@ -23,6 +23,7 @@ from course_tools.recall.report import mqar_report, mqar_rows, text_report
 matplotlib.use("Agg")  # the CLI only writes a PNG
 STEP_LIMIT = 2.0  # the chunked delta and gated mixers should step within 2× elu+1's time
 CHUNKED = ("delta", "delta, additive write", "gla", "gated delta")
+CACHE_DIR = Path("benchmarks/results")
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, object]:
@@ -33,8 +34,12 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, object]:
     parser.add_argument("--part", choices=("mqar", "text", "both"), default="both", help="which study to run (both)")
     parser.add_argument("--out", type=Path, default=None,
                         help="JSON to write, the PNG beside it (default: course_lib/results/recall_<device>.json)")
-    parser.add_argument("--cache", type=Path, default=None, help="finished runs, JSON lines (default: <out>.runs.jsonl)")
+    parser.add_argument("--from-cache", action="store_true",
+                        help="train nothing: report what the cache holds, settings still to train marked as such")
+    parser.add_argument("--cache", type=Path, default=None, help="finished runs, JSON lines (default: "
+                        "benchmarks/results/recall_<device>.runs.jsonl, or <out>.runs.jsonl beside a given --out)")
     args = parser.parse_args(argv)
+    argv_out = args.out
     try:
         device = get_device(args.device)
     except ValueError as error:
@@ -45,7 +50,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, object]:
         args.out = cli_output_path(args.out, stem="recall", device=device, quick=args.quick)
     except ValueError as error:
         parser.error(str(error))
-    args.cache = args.cache or args.out.with_suffix(".runs.jsonl")
+    if args.cache is None:  # the default study's runs live in the repository (committed: the raw record)
+        default = not args.quick and argv_out is None
+        args.cache = (CACHE_DIR / f"{args.out.stem}.runs.jsonl") if default else args.out.with_suffix(".runs.jsonl")
     return args, device
 
 
@@ -77,15 +84,16 @@ def main(argv: list[str] | None = None) -> int:
     cache = study.RunCache(args.cache)
     payload = {"meta": meta}
     if args.part in ("mqar", "both"):
-        runner = study.Runner(device, cache, study.train_study_run, args.jobs)
+        runner = study.Runner(device, cache, study.train_study_run, args.jobs, train=not args.from_cache)
         payload["mqar"] = study.run_study(mqar_settings, runner)
         runner.bar.close()
         print("\n" + mqar_report(payload["mqar"]) + "\n\n" + step_check(mqar_rows(payload["mqar"])))
     if args.part in ("text", "both"):
-        runner = study.Runner(device, cache, language.train_language, args.jobs)
+        runner = study.Runner(device, cache, language.train_language, args.jobs, train=not args.from_cache)
         payload["text"] = language.run_text_study(text_settings, runner)
         runner.bar.close()
-        print("\nText (test bits per byte, lower is better; 95 % bootstrap intervals)\n" + text_report(payload["text"]))
+        print("\nText (test bits per byte, lower is better; 95 % bootstrap intervals)\n"
+              + (text_report(payload["text"]) if payload["text"]["cells"] else payload["text"]["status"]))
     used = [seed for part in ("mqar", "text") for cell in payload.get(part, {}).get("cells", []) for seed in cell["seeds"]]
     swept = len(cache.done)
     meta["cpu_hours"] = sum(result["cpu_seconds"] for result in cache.done.values()) / 3600

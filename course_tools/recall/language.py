@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from course_lib.models import TinyLM
 from course_lib.recall.train import fit
-from course_tools.recall.study import VARIANTS, Runner, Variant, rate_then_seeds
+from course_tools.recall.study import VARIANTS, NotTrained, Runner, Variant, rate_then_seeds
 
 SKIPPED_DIRS = {"site-packages", "test", "tests", "idlelib", "__pycache__"}
 SPLITS = ("train", "validation", "test")
@@ -134,15 +134,19 @@ class TextSettings:
 
 
 def run_text_study(settings: TextSettings, runner: Runner) -> dict:
-    """{"settings", "corpus_bytes", "cells"}: one ``rate_then_seeds`` cell per variant, lowest validation bits/byte."""
+    """{"settings", "corpus_bytes", "status", "cells"}: one ``rate_then_seeds`` cell per variant (lowest validation
+    bits/byte); status "done", or "not yet trained" (no cells) when a ``Runner(train=False)`` lacks runs."""
     templates = [replace(settings.template, variant=v) for v in settings.variants]
-    cells = rate_then_seeds(runner, templates, settings.rates, settings.seeds,
-                            score=lambda result: -result["validation_bits_per_byte"])
+    sizes = {split: int(x.numel()) for split, x in _stdlib_corpus(settings.template.max_bytes).items()}
+    try:
+        cells = rate_then_seeds(runner, templates, settings.rates, settings.seeds,
+                                score=lambda result: -result["validation_bits_per_byte"])
+    except NotTrained:  # a report from an unfinished cache
+        return {"settings": asdict(settings), "corpus_bytes": sizes, "status": "not yet trained", "cells": []}
     for variant, cell in zip(settings.variants, cells):
         cell["label"] = variant.label
         cell["sweep"] = [{"lr": row["lr"], "validation_bits_per_byte": -row.pop("validation")} for row in cell["sweep"]]
-    sizes = {split: int(x.numel()) for split, x in _stdlib_corpus(settings.template.max_bytes).items()}
-    return {"settings": asdict(settings), "corpus_bytes": sizes, "cells": cells}
+    return {"settings": asdict(settings), "corpus_bytes": sizes, "status": "done", "cells": cells}
 
 
 _TEXT_VARIANTS = tuple(v for v in VARIANTS if v.label in ("softmax", "elu+1", "delta", "gla", "gated delta", "based"))
