@@ -2,6 +2,7 @@
 budgets raised, the cache; its verdict arithmetic, report, figure and command."""
 
 import json
+import math
 from dataclasses import replace
 
 import matplotlib
@@ -122,7 +123,7 @@ def test_the_figure_plots_pairs_state_bytes_and_distance(studied):
     figure = study_figure(result, "test device")
     titles = [ax.get_title() for ax in figure.axes]
     assert titles[0].startswith("recall against pairs") and "state size" in titles[1] and "distance" in titles[2]
-    assert {line.get_label() for line in figure.axes[2].get_lines()} >= {"decay, P = 2", "softmax, P = 4"}
+    assert {line.get_label() for line in figure.axes[2].get_lines()} == {"softmax", "elu+1", "decay"}  # at P = 4, T = 16
     with pytest.raises(ValueError, match="no setting that counts"):
         study_figure({"cells": []}, "x")
 
@@ -198,3 +199,19 @@ def test_a_report_from_an_unfinished_cache_marks_what_is_still_to_train(studied,
     assert result["cells"] == [c for c in first["cells"] if c["num_pairs"] == 2]
     with pytest.raises(study.NotTrained, match="runs are not in the cache"):
         runner([replace(SETTINGS.template, seed=99)])
+
+
+@pytest.mark.parametrize("peak, expected", [
+    (3e-3, [1e-3, 3e-3, 1e-2]),  # an inner best: the grid is enough
+    (1.0, [1e-3, 3e-3, 1e-2, 3e-2, 1e-1]),  # the top edge keeps winning: two rates above, then stop
+    (7e-4, [3e-4, 1e-3, 3e-3, 1e-2]),  # 1e-3 wins at the bottom edge, 3e-4 beyond it does not: stop
+    (2e-4, [1e-4, 3e-4, 1e-3, 3e-3, 1e-2]),  # 3e-4 wins as the new edge, so 1e-4 is tried (and loses)
+])
+def test_the_rate_grid_widens_past_an_edge_that_wins(peak, expected):
+    def trainer(run, device):  # validation peaks at ``peak`` (log distance)
+        return {"run": study.asdict(run), "validation_recall": -abs(math.log(run.lr / peak)), "test_recall": 0.5}
+
+    runner = study.Runner(torch.device("cpu"), study.RunCache(None), trainer)
+    cell, = study.rate_then_seeds(runner, [SETTINGS.template], RATES, SEEDS, lambda r: r["validation_recall"], study.WIDER)
+    assert [row["lr"] for row in cell["sweep"]] == expected
+    assert cell["chosen_lr"] == min(expected, key=lambda lr: abs(math.log(lr / peak)))

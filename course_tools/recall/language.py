@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from course_lib.models import TinyLM
 from course_lib.recall.train import fit
-from course_tools.recall.study import VARIANTS, NotTrained, Runner, Variant, rate_then_seeds
+from course_tools.recall.study import VARIANTS, WIDER, NotTrained, Runner, Variant, rate_then_seeds
 
 SKIPPED_DIRS = {"site-packages", "test", "tests", "idlelib", "__pycache__"}
 SPLITS = ("train", "validation", "test")
@@ -131,6 +131,7 @@ class TextSettings:
     rates: tuple[float, ...]
     seeds: tuple[int, ...]
     template: LanguageRun
+    wider: tuple[tuple[float, ...], tuple[float, ...]] = WIDER
 
 
 def run_text_study(settings: TextSettings, runner: Runner) -> dict:
@@ -140,7 +141,7 @@ def run_text_study(settings: TextSettings, runner: Runner) -> dict:
     sizes = {split: int(x.numel()) for split, x in _stdlib_corpus(settings.template.max_bytes).items()}
     try:
         cells = rate_then_seeds(runner, templates, settings.rates, settings.seeds,
-                                score=lambda result: -result["validation_bits_per_byte"])
+                                lambda result: -result["validation_bits_per_byte"], settings.wider)
     except NotTrained:  # a report from an unfinished cache
         return {"settings": asdict(settings), "corpus_bytes": sizes, "status": "not yet trained", "cells": []}
     for variant, cell in zip(settings.variants, cells):
@@ -151,6 +152,6 @@ def run_text_study(settings: TextSettings, runner: Runner) -> dict:
 
 _TEXT_VARIANTS = tuple(v for v in VARIANTS if v.label in ("softmax", "elu+1", "delta", "gla", "gated delta", "based"))
 FULL = TextSettings(_TEXT_VARIANTS, rates=(1e-3, 3e-3, 1e-2), seeds=(0, 1, 2), template=LanguageRun(VARIANTS[0]))
-QUICK = TextSettings(_TEXT_VARIANTS[:2], rates=(1e-3, 3e-3, 1e-2), seeds=(0, 1, 2),
+QUICK = TextSettings(_TEXT_VARIANTS[:2], rates=(1e-3, 3e-3, 1e-2), seeds=(0, 1, 2), wider=((), ()),
                      template=LanguageRun(VARIANTS[0], d_model=16, seq_len=32, batch_size=8, eval_windows=8,
                                           max_bytes=4096))

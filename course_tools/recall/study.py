@@ -4,9 +4,10 @@ The protocol (``PROTOCOL``, printed with every report and quoted by notebook 12)
 does; nothing in the report is chosen by hand:
 
 1. Settings (P pairs, T tokens) are taken one at a time, each at the grid's first budget (steps).
-2. Softmax first: every rate of the grid with seed 0, the rate with the best **validation** recall kept,
-   then the other seeds at that rate, each scored on the **test** examples (another draw, never used to
-   choose anything).
+2. Softmax first: every rate of the grid with seed 0 and, while the best is the lowest or highest rate
+   tried, the next rate beyond that edge (3e-4 then 1e-4 below, 3e-2 then 1e-1 above); the rate with the
+   best **validation** recall kept, then the other seeds at that rate, each scored on the **test**
+   examples (another draw, never used to choose anything).
 3. The setting counts only if softmax's test recall is ≥ 95 % on every seed (``verdict.is_valid``;
    when seed 0 already misses it, the other seeds are not trained). If not, the setting is tried
    again at the next budget; if no budget validates it, it is reported as
@@ -205,29 +206,48 @@ class Runner:
         return [self.cache.done[RunCache.key(run)] for run in runs]
 
 
+WIDER = ((3e-4, 1e-4), (3e-2, 1e-1))  # rates beyond the grid, nearest first: below it, above it
+
+
+def _best(tried: dict, score: Callable[[dict], float]) -> float:
+    """The rate whose run scores highest; ties go to the lower rate."""
+    return max(sorted(tried), key=lambda lr: (score(tried[lr]), -lr))
+
+
 def rate_then_seeds(runner: Runner, templates: list, rates: tuple[float, ...], seeds: tuple[int, ...],
-                    score: Callable[[dict], float]) -> list[dict]:
-    """Protocol step 2 for each template run: ``rates`` at seeds[0], the best ``score`` (validation, higher is
-    better; ties go to the lower rate) kept, then seeds[1:] at it. One cell per template:
-    {"sweep": [{"lr", "validation"}], "chosen_lr", "seeds": [results at the chosen rate]}."""
+                    score: Callable[[dict], float], wider: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())) -> list[dict]:
+    """Protocol step 2 for each template run: ``rates`` at seeds[0]; while the best ``score`` (validation, higher
+    is better; ties to the lower rate) is the lowest or highest rate tried, the next rate of ``wider`` (below,
+    above) beyond it; the best kept, then seeds[1:] at it. One cell per template:
+    {"sweep": [{"lr", "validation"}] by rate, "chosen_lr", "seeds": [results at the chosen rate]}."""
     swept = runner([replace(t, lr=lr, seed=seeds[0]) for t in templates for lr in rates])
-    cells = []
-    for index, template in enumerate(templates):
-        results = swept[index * len(rates):(index + 1) * len(rates)]
-        best = max(range(len(rates)), key=lambda i: (score(results[i]), -rates[i]))
-        cells.append({"sweep": [{"lr": lr, "validation": score(r)} for lr, r in zip(rates, results)],
-                      "chosen_lr": rates[best], "first": results[best], "template": template})
-    rest = runner([replace(c["template"], lr=c["chosen_lr"], seed=s) for c in cells for s in seeds[1:]])
-    for index, cell in enumerate(cells):
-        cell["seeds"] = [cell.pop("first"), *rest[index * (len(seeds) - 1):(index + 1) * (len(seeds) - 1)]]
-        cell.pop("template")
-    return cells
+    tried = [dict(zip(rates, swept[i * len(rates):(i + 1) * len(rates)])) for i in range(len(templates))]
+    while True:  # widen the grid past whichever edge wins, one rate a round for every template at once
+        wanted = []
+        for index, runs in enumerate(tried):
+            best = _best(runs, score)
+            below, above = ([r for r in side if r not in runs] for side in wider)  # untried, nearest first
+            if best == min(runs) and below:
+                wanted.append((index, below[0]))
+            elif best == max(runs) and above:
+                wanted.append((index, above[0]))
+        if not wanted:
+            break
+        for (index, lr), result in zip(wanted, runner([replace(templates[i], lr=lr, seed=seeds[0]) for i, lr in wanted])):
+            tried[index][lr] = result
+    chosen = [_best(runs, score) for runs in tried]
+    rest = runner([replace(t, lr=lr, seed=s) for t, lr in zip(templates, chosen) for s in seeds[1:]])
+    per = len(seeds) - 1
+    return [{"sweep": [{"lr": lr, "validation": score(runs[lr])} for lr in sorted(runs)], "chosen_lr": lr,
+             "seeds": [runs[lr], *rest[index * per:(index + 1) * per]]}
+            for index, (runs, lr) in enumerate(zip(tried, chosen))]
 
 
 @dataclass(frozen=True)
 class StudySettings:
-    """The grid: settings (num_pairs, seq_len), budgets (steps, tried in order), rates, seeds, the variants
-    (softmax first) and the model and task every run shares (``template``); ``notes``: what is kept from
+    """The grid: settings (num_pairs, seq_len), budgets (steps, tried in order), rates (and ``wider``, the rates
+    beyond them tried when an edge wins), seeds, the variants (softmax first) and the model and task every run
+    shares (``template``); ``notes``: what is kept from
     Zoology and what is scaled down, stored with the results."""
 
     grid: tuple[tuple[int, int], ...]
@@ -236,6 +256,7 @@ class StudySettings:
     seeds: tuple[int, ...]
     template: StudyRun
     variants: tuple[Variant, ...] = VARIANTS
+    wider: tuple[tuple[float, ...], tuple[float, ...]] = WIDER
     notes: tuple[str, ...] = ()
 
     def __post_init__(self):
@@ -271,14 +292,14 @@ def _one_setting(settings: StudySettings, runner: Runner, row: dict) -> list[dic
     for steps in settings.budgets:
         base = replace(settings.template, num_pairs=num_pairs, seq_len=seq_len, steps=steps)
         softmax = [replace(base, variant=settings.variants[0])]
-        reference, = rate_then_seeds(runner, softmax, settings.rates, settings.seeds[:1], score)
+        reference, = rate_then_seeds(runner, softmax, settings.rates, settings.seeds[:1], score, settings.wider)
         if reference["seeds"][0]["test_recall"] >= VALID_RECALL:  # else seed 0 alone already fails the rule
-            reference, = rate_then_seeds(runner, softmax, settings.rates, settings.seeds, score)
+            reference, = rate_then_seeds(runner, softmax, settings.rates, settings.seeds, score, settings.wider)
         softmax_recalls = [seed["test_recall"] for seed in reference["seeds"]]
         row["tried"].append({"steps": steps, "softmax_test_recall": softmax_recalls})
         if is_valid(softmax_recalls):
             others = rate_then_seeds(runner, [replace(base, variant=v) for v in settings.variants[1:]],
-                                     settings.rates, settings.seeds, score)
+                                     settings.rates, settings.seeds, score, settings.wider)
             row.update(status="verdict", steps=steps)
             return [{"label": variant.label, "num_pairs": num_pairs, "seq_len": seq_len, "steps": steps, **cell}
                     for variant, cell in zip(settings.variants, [reference, *others])]
@@ -304,6 +325,6 @@ QUICK = StudySettings(
     grid=((2, 16),), budgets=(20,), rates=(1e-3, 3e-3, 1e-2), seeds=(0, 1, 2),
     template=StudyRun(VARIANTS[0], num_pairs=2, seq_len=16, steps=20, lr=1e-3, seed=0, vocab_size=32, d_model=16,
                       tokens_per_step=256, eval_examples=64),
-    variants=(VARIANTS[0], VARIANTS[1], VARIANTS[6]),
+    variants=(VARIANTS[0], VARIANTS[1], VARIANTS[6]), wider=((), ()),
     notes=("A CI-sized study: seconds, not a measurement.",),
 )
