@@ -72,3 +72,10 @@ def test_the_text_study_chooses_the_lowest_validation_bits_per_byte_and_reports_
     rows = {r["label"]: r for r in text_rows(result)}
     assert rows["elu+1"]["gap"]["gap"] == 0.5 and rows["elu+1"]["gap"]["reading"] == "reference higher"
     assert rows["softmax"]["gap"] is None and "worse" in text_report(result)
+
+
+def test_a_text_run_that_diverges_is_scored_as_the_uniform_model(monkeypatch, tmp_path):
+    data = corpus(fake_stdlib(tmp_path, [f"m{i}.py" for i in range(60)]), max_bytes=QUICK.template.max_bytes)
+    monkeypatch.setattr(language, "_stdlib_corpus", lambda max_bytes: data)
+    result = train_language(replace(QUICK.template, lr=1e6))
+    assert result["diverged_at"] is not None and result["test_bits_per_byte"] == 8.0 == result["validation_bits_per_byte"]

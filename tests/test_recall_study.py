@@ -215,3 +215,14 @@ def test_the_rate_grid_widens_past_an_edge_that_wins(peak, expected):
     cell, = study.rate_then_seeds(runner, [SETTINGS.template], RATES, SEEDS, lambda r: r["validation_recall"], study.WIDER)
     assert [row["lr"] for row in cell["sweep"]] == expected
     assert cell["chosen_lr"] == min(expected, key=lambda lr: abs(math.log(lr / peak)))
+
+
+def test_a_run_that_diverges_is_scored_as_recalling_nothing_and_says_where():
+    run = study.StudyRun(study.VARIANTS[1], num_pairs=2, seq_len=16, steps=30, lr=1e6, seed=0, vocab_size=32,
+                         d_model=16, tokens_per_step=64, eval_examples=16)  # elu+1 at an absurd rate
+    result = study.train_study_run(run)
+    assert result["diverged_at"] is not None and result["diverged_at"] < 30 and result["final_loss"] is None
+    assert result["test_recall"] == result["validation_recall"] == 0.0 and result["by_distance"] == []
+    json.dumps(result, allow_nan=False)  # the cache stays strict JSON
+    calm = study.train_study_run(replace(run, lr=1e-3, steps=3))
+    assert calm["diverged_at"] is None and calm["final_loss"] is not None

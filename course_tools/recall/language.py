@@ -17,7 +17,6 @@ is kept per eighth of training (the curve that shows how fast each mixer learns)
 
 import math
 import sysconfig
-import time
 import zlib
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
@@ -27,8 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from course_lib.models import TinyLM
-from course_lib.recall.train import fit
-from course_tools.recall.study import VARIANTS, WIDER, NotTrained, Runner, Variant, rate_then_seeds
+from course_tools.recall.study import (VARIANTS, WIDER, NotTrained, Runner, Variant, fit_until_diverged, rate_then_seeds,
+                                      timing)
 
 SKIPPED_DIRS = {"site-packages", "test", "tests", "idlelib", "__pycache__"}
 SPLITS = ("train", "validation", "test")
@@ -93,8 +92,8 @@ def _score(model: TinyLM, data: torch.Tensor, run: LanguageRun, seed: int, devic
 
 def train_language(run: LanguageRun, device: torch.device | str = "cpu") -> dict:
     """Train ``run`` for its epochs; {"run", "validation_bits_per_byte", "test_bits_per_byte", "test_accuracy",
-    "curve" (training bits/byte per eighth), "steps", "parameters", "seconds", "step_seconds",
-    "tokens_per_second", "cpu_seconds"}."""
+    "curve" (training bits/byte per eighth), "diverged_at", "steps", "parameters", "seconds", "step_seconds",
+    "tokens_per_second", "cpu_seconds"}. A run that diverges is scored as the uniform model (8 bits a byte)."""
     device = torch.device(device)
     data = _stdlib_corpus(run.max_bytes)
     train = data["train"][: data["train"].numel() // run.seq_len * run.seq_len + 1]
@@ -105,22 +104,21 @@ def train_language(run: LanguageRun, device: torch.device | str = "cpu") -> dict
                         for _ in range(run.epochs)])  # every window once an epoch
     steps = starts.numel() // run.batch_size
     batches = iter(starts[: steps * run.batch_size].view(steps, run.batch_size))
-    losses: list[float] = []
 
     def next_batch():
         rows = torch.stack([train[s : s + run.seq_len + 1] for s in next(batches).tolist()]).long().to(device)
         return rows[:, :-1], rows[:, 1:]  # [B, T] each
 
-    cpu_started, started = time.process_time(), time.perf_counter()
-    fit(model, next_batch, steps=steps, lr=run.lr, progress=losses.append)
-    seconds = time.perf_counter() - started
-    eighths = [float(part.mean()) / math.log(2) for part in torch.tensor(losses).chunk(8)]
-    validation, test = (_score(model, data[split], run, seed, device) for split, seed in (("validation", 7), ("test", 8)))
+    trained = fit_until_diverged(model, next_batch, steps=steps, lr=run.lr)
+    eighths = [float(part.mean()) / math.log(2) for part in torch.tensor(trained["losses"]).chunk(8)] if trained["losses"] else []
+    if trained["diverged_at"] is None:
+        validation, test = (_score(model, data[split], run, seed, device) for split, seed in (("validation", 7), ("test", 8)))
+    else:  # scored as the uniform model: 8 bits a byte, no byte right
+        validation = test = {"bits_per_byte": 8.0, "accuracy": 0.0}
     return {"run": asdict(run), "validation_bits_per_byte": validation["bits_per_byte"],
             "test_bits_per_byte": test["bits_per_byte"], "test_accuracy": test["accuracy"], "curve": eighths,
-            "steps": steps, "parameters": model.parameter_count(), "seconds": seconds, "step_seconds": seconds / steps,
-            "tokens_per_second": steps * run.batch_size * run.seq_len / seconds,
-            "cpu_seconds": time.process_time() - cpu_started}
+            "diverged_at": trained["diverged_at"], "steps": steps, "parameters": model.parameter_count(),
+            **timing(trained, run.batch_size * run.seq_len)}
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ study resumes where it stopped; ``jobs`` runs train at a time, one process and o
 """
 
 import json
+import math
 import multiprocessing
 import time
 from collections.abc import Callable
@@ -115,9 +116,35 @@ def evaluate(model: TinyLM, run: StudyRun, seed: int, device: torch.device) -> t
     return torch.cat(hits), torch.cat(distances)
 
 
+def fit_until_diverged(model: TinyLM, next_batch: Callable, *, steps: int, lr: float, **options) -> dict:
+    """``fit``, stopped at the first step whose loss or gradient is not finite, or whose mixer refuses a
+    non-finite input (a rate too high for the model): {"final_loss" (None if diverged), "diverged_at" (the
+    step, or None), "losses" (each finished step's), "seconds", "cpu_seconds"}."""
+    losses: list[float] = []
+    watch = lambda step, loss, norm: not (math.isfinite(loss) and math.isfinite(norm))  # noqa: E731
+    cpu_started, started = time.process_time(), time.perf_counter()
+    try:
+        final_loss = fit(model, next_batch, steps=steps, lr=lr, progress=losses.append, watch=watch, **options)
+    except ValueError as error:
+        if "finite" not in str(error):
+            raise
+        final_loss = float("nan")
+    diverged = not math.isfinite(final_loss) or len(losses) < steps
+    return {"final_loss": None if diverged else final_loss, "diverged_at": len(losses) if diverged else None,
+            "losses": losses, "seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu_started}
+
+
+def timing(trained: dict, tokens_per_step: int) -> dict:
+    """Seconds, seconds per finished step, tokens per second and CPU seconds of a ``fit_until_diverged`` run."""
+    steps = max(1, len(trained["losses"]))
+    return {"seconds": trained["seconds"], "step_seconds": trained["seconds"] / steps,
+            "tokens_per_second": steps * tokens_per_step / trained["seconds"], "cpu_seconds": trained["cpu_seconds"]}
+
+
 def train_study_run(run: StudyRun, device: torch.device | str = "cpu") -> dict:
     """Train ``run`` (loss at the scored positions only, ``fit(scored_only=True)``) and score it on both draws;
-    "curve" is the training loss averaged over each tenth of the steps."""
+    "curve" is the training loss averaged over each tenth of the steps. A run that diverges is scored as
+    recalling nothing (recall 0, no distance buckets) and keeps the step it diverged at."""
     device = torch.device(device)
     head_dim = run.d_model // run.n_heads
     options = run.variant.model_options(head_dim)
@@ -129,22 +156,21 @@ def train_study_run(run: StudyRun, device: torch.device | str = "cpu") -> dict:
         tokens, targets, _ = zoology_mqar(run.batch_size, generator=stream, **run.task())
         return tokens.to(device), targets.to(device)
 
-    losses: list[float] = []
-    cpu_started, started = time.process_time(), time.perf_counter()
-    final_loss = fit(model, next_batch, steps=run.steps, lr=run.lr, scored_only=True, progress=losses.append)
-    seconds = time.perf_counter() - started
-    validation, _ = evaluate(model, run, VALIDATION_SEED, device)
-    hits, distances = evaluate(model, run, TEST_SEED, device)
+    trained = fit_until_diverged(model, next_batch, steps=run.steps, lr=run.lr, scored_only=True)
+    if trained["diverged_at"] is None:
+        validation, _ = evaluate(model, run, VALIDATION_SEED, device)
+        hits, distances = evaluate(model, run, TEST_SEED, device)
+        scores = {"validation_recall": float(validation.float().mean()), "test_recall": float(hits.float().mean()),
+                  "by_distance": recall_by_distance(hits, distances, DISTANCE_EDGES)}
+    else:
+        scores = {"validation_recall": 0.0, "test_recall": 0.0, "by_distance": []}
     memory = state_bytes(run.variant.mixer, d_model=run.d_model, n_heads=run.n_heads, n_layers=run.n_layers,
                          seq_len=run.seq_len, normaliser=run.variant.normaliser,
                          performer_features=options["performer_features"])
-    return {"run": asdict(run), "validation_recall": float(validation.float().mean()),
-            "test_recall": float(hits.float().mean()), "by_distance": recall_by_distance(hits, distances, DISTANCE_EDGES),
-            "final_loss": final_loss, "curve": [float(part.mean()) for part in torch.tensor(losses).chunk(10)],
-            "parameters": model.parameter_count(), "state_bytes": memory,
-            "seconds": seconds, "step_seconds": seconds / run.steps,
-            "tokens_per_second": run.steps * run.batch_size * run.seq_len / seconds,
-            "cpu_seconds": time.process_time() - cpu_started}
+    curve = [float(part.mean()) for part in torch.tensor(trained["losses"]).chunk(10)] if trained["losses"] else []
+    return {"run": asdict(run), **scores, "final_loss": trained["final_loss"], "diverged_at": trained["diverged_at"],
+            "curve": curve, "parameters": model.parameter_count(), "state_bytes": memory,
+            **timing(trained, run.batch_size * run.seq_len)}
 
 
 class RunCache:
