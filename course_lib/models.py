@@ -17,7 +17,9 @@ Only the mixer changes between runs (``MIXERS``):
 * "gla": ``gated.gated_linear_attention`` with one gate per key channel, log α = logsigmoid(x W₁W₂ + b)/16
   through a rank-16 map as GLA does (its τ = 16 keeps early gates near 1), no normaliser, an RMS norm
   per head on the output;
-* "gated_delta": the delta rule with a gate per token and head, log α = logsigmoid(W x + b), β as "delta";
+* "gated_delta": the delta rule with a gate per token and head parameterised and initialised as Gated
+  DeltaNet (and Mamba-2) do, log α = −exp(A_log)·softplus(W x + dt_bias), A ~ U(0, 16) and softplus(dt_bias)
+  log-uniform in [0.001, 0.1] per head, so early gates sit near 1; β as "delta";
 * "based": Based's two parts summed (Arora et al. 2024): linear attention with the second-order Taylor
   map of notebook 03b on q and k projected to ``BASED_FEATURES`` dims (positive, so the normaliser stays),
   plus exact softmax attention over the last ``BASED_WINDOW`` tokens (written here as a masked n×n
@@ -37,6 +39,7 @@ a convolution so that a token can see its left neighbour cheaply: in associative
 value's position must know its key. It is applied to every mixer alike, so the comparison stays fair.
 """
 
+import math
 from functools import partial
 
 import torch
@@ -117,7 +120,11 @@ class Mixer(nn.Module):
         self.out = nn.Linear(d_model, d_model, bias=False)
         self.beta = nn.Linear(d_model, n_heads) if kind in ("delta", "delta_additive", "gated_delta") else None
         self.gate = {"gla": lambda: nn.Sequential(nn.Linear(d_model, GATE_RANK, bias=False), nn.Linear(GATE_RANK, d_model)),
-                     "gated_delta": lambda: nn.Linear(d_model, n_heads)}.get(kind, lambda: None)()
+                     "gated_delta": lambda: nn.Linear(d_model, n_heads, bias=False)}.get(kind, lambda: None)()
+        if kind == "gated_delta":  # Gated DeltaNet's A and time step per head (module docstring)
+            steps = torch.exp(torch.rand(n_heads) * (math.log(0.1) - math.log(0.001)) + math.log(0.001))  # [H]
+            self.gate_log_a = nn.Parameter(torch.log(16 * torch.rand(n_heads).clamp(min=1e-4)))  # A ~ U(0, 16)
+            self.gate_dt_bias = nn.Parameter(steps + torch.log(-torch.expm1(-steps)))  # softplus⁻¹(step)
         self.head_norm = nn.RMSNorm(self.head_dim) if kind == "gla" or not normaliser else None  # no normaliser: a norm
         self.feature_proj = nn.Linear(self.head_dim, 2 * BASED_FEATURES, bias=False) if kind == "based" else None
         if kind == "performer":
@@ -163,7 +170,8 @@ class Mixer(nn.Module):
             mixed = linear_sums(q, k, beta * v, causal=True, method="auto")[0]  # the raw sums, no denominator
         else:
             beta = torch.sigmoid(self.beta(x)).transpose(1, 2)  # [B, H, T], in (0, 1)
-            log_gate = F.logsigmoid(self.gate(x)).transpose(1, 2) if self.gate is not None else None  # [B, H, T]
+            log_gate = None if self.gate is None else (  # [B, H, T], <= 0
+                -self.gate_log_a.exp() * F.softplus(self.gate(x) + self.gate_dt_bias)).transpose(1, 2)
             mixed = delta_rule_attention(q, k, v, beta, log_decay=log_gate)
         return self.out(mixed.transpose(1, 2).reshape(B, T, D))
 

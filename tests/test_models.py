@@ -52,7 +52,8 @@ def test_the_same_seed_gives_the_same_weights_and_leaves_the_global_generator_al
 def test_mixers_share_the_budget_except_their_gate_layers():
     counts = {mixer: TinyLM(64, d_model=32, n_heads=4, n_layers=2, mixer=mixer).parameter_count() for mixer in MIXERS}
     per_head = 32 * 4 + 4  # β or a per-head gate: sigmoid(W x + b), W [H, D]
-    extra = {"delta": 2 * per_head, "delta_additive": 2 * per_head, "gated_delta": 2 * 2 * per_head,
+    extra = {"delta": 2 * per_head, "delta_additive": 2 * per_head,
+             "gated_delta": 2 * (2 * per_head + 4),  # β, the gate map W [H, D] and its A_log, dt_bias [H]
              "gla": 2 * (32 * 16 + 16 * 32 + 32 + 8),  # rank-16 gate map and the heads' RMS-norm weight [dh]
              "based": 2 * 8 * 8}  # the q and k feature maps [d', dh] with d' = 4, dh = 8
     assert len({count for mixer, count in counts.items() if mixer not in extra}) == 1
@@ -255,3 +256,11 @@ def test_state_bytes_grow_with_length_only_for_softmax():
     assert sizes[64]["linear"] == sizes[64]["delta"] + 4 * 2 * 2 * 32  # plus the running sum of features
     assert state_bytes("performer", d_model=64, n_heads=2, seq_len=64, performer_features=128) == conv + 4 * 2 * 2 * (128 * 32 + 128)
     assert state_bytes("linear", d_model=64, n_heads=2, seq_len=64, normaliser=False) == sizes[64]["delta"]
+
+
+def test_the_gated_delta_gate_starts_as_gated_deltanets():
+    """log α = −exp(A_log)·softplus(Wx + dt_bias): at W = 0 it is −A·dt with A in (0, 16), dt in [0.001, 0.1]."""
+    mixer = TinyLM(16, d_model=32, n_heads=4, mixer="gated_delta").blocks[0].mixer
+    a, step = mixer.gate_log_a.exp(), torch.nn.functional.softplus(mixer.gate_dt_bias)
+    assert bool(((a > 0) & (a < 16)).all()) and bool(((step >= 0.001 - 1e-7) & (step <= 0.1 + 1e-7)).all())
+    assert bool((-(a * step) > -1.6).all())  # every head starts with a gate above e^-1.6 a token
