@@ -75,6 +75,12 @@ def text_rows(result: dict) -> list[dict]:
              "curve": [sum(c) / len(c) for c in zip(*_seeds(cell, "curve"))]} for label, cell in cells.items()]
 
 
+def _said(gap: dict, when_reference: str, when_other: str) -> str:
+    """A gap's reading in the table's own words: ``when_reference`` if the reference side is higher,
+    ``when_other`` if the other side is, else "cannot tell"."""
+    return {"reference higher": when_reference, "other higher": when_other}.get(gap["reading"], gap["reading"])
+
+
 def _interval(row: dict | None, scale: str = ".1f") -> str:
     if row is None:
         return "-"
@@ -94,7 +100,8 @@ def mqar_report(result: dict) -> str:
         lines.append(table(["variant", "lr", "seeds", "recall", "points lost", "reading", "state bytes",
                             "step / elu+1's", "tokens/s"],
                            [[r["label"], r["chosen_lr"], " ".join(f"{s:.1f}" for s in r["seeds"]), _interval(r["recall"]),
-                             _interval(r["lost"]), "-" if r["lost"] is None else r["lost"]["reading"], r["state_bytes"],
+                             _interval(r["lost"]), "-" if r["lost"] is None else _said(r["lost"], "softmax higher", "mixer higher"),
+                             r["state_bytes"],
                              r["step_vs_elu1"], round(r["tokens_per_second"])]
                             for r in rows if (r["num_pairs"], r["seq_len"], r["steps"]) == setting]))
     ablations = ablation_rows(result)
@@ -102,7 +109,7 @@ def mqar_report(result: dict) -> str:
         lines.append("\nAblations (full − ablated, points of recall)")
         lines.append(table(["cause", "full", "ablated", "pairs", "T", "gap", "reading"],
                            [[a["cause"], a["full"], a["ablated"], a["num_pairs"], a["seq_len"], _interval(a),
-                             a["reading"]] for a in ablations]))
+                             _said(a, "full higher", "ablated higher")] for a in ablations]))
     return "\n".join(lines)
 
 
@@ -112,6 +119,5 @@ def text_report(result: dict) -> str:
                   "reading", "next-byte acc", "step / elu+1's"],
                  [[r["label"], r["chosen_lr"], " ".join(f"{s['validation_bits_per_byte']:.3f}" for s in r["sweep"]),
                    " ".join(f"{s:.3f}" for s in r["seeds"]), _interval(r["bits_per_byte"], ".3f"),
-                   _interval(r["gap"], ".3f"), "-" if r["gap"] is None else
-                   {"reference higher": "worse", "other higher": "better"}.get(r["gap"]["reading"], "cannot tell"),
+                   _interval(r["gap"], ".3f"), "-" if r["gap"] is None else _said(r["gap"], "worse", "better"),
                    r["accuracy"], r["step_vs_elu1"]] for r in text_rows(result)])

@@ -39,7 +39,7 @@ from course_lib.recall import IGNORE, recall_by_distance, zoology_mqar
 from course_lib.recall.train import fit
 from course_tools.recall.verdict import VALID_RECALL, is_valid
 
-PROTOCOL = __doc__.split("\n\n")[2]  # the numbered steps
+PROTOCOL = __doc__.split("\n\n")[2].replace("``", "").replace("**", "")  # the numbered steps, plain text
 DISTANCE_EDGES = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # distance buckets [2, 4), [4, 8), …
 VALIDATION_SEED, TEST_SEED = 1_000_003, 2_000_003  # the two held-out draws (no training stream uses them)
 
