@@ -1,14 +1,10 @@
 """MQAR: the layout the docstring promises, determinism, refusals; recall_accuracy; one training run learns."""
 
-import json
-
 import pytest
 import torch
 
 from course_lib.device import one_thread
 from course_lib.recall import IGNORE, mqar, recall_accuracy
-from course_lib.recall import sweep
-from course_lib.recall.sweep import QUICK, RECALL_MIXERS, SweepSettings, run_sweep, summarise, sweep_figure
 from course_lib.recall.stability import StabilityRun, train_watching_normaliser
 from course_lib.recall.train import RecallRun, train_recall
 
@@ -90,54 +86,3 @@ def test_a_stability_run_without_the_normaliser_reports_none_for_it():
     result = train_watching_normaliser(run)
     assert result["smallest_normaliser"] is None and result["first_nonfinite_step"] is None
     assert result["normaliser"] is False and all(x is None for x in result["trace"]["smallest_normaliser"])
-
-
-def test_the_sweep_trains_every_combination_with_the_same_steps_seeds_and_tokens_per_step():
-    settings = SweepSettings(num_pairs=(2, 4), head_dims=(8, 16), seeds=(0, 1), template=RecallRun("softmax", 1),
-                             tokens_per_step=512)
-    runs = settings.runs()
-    assert len(runs) == len(RECALL_MIXERS) * 2 * 2 * 2
-    assert {(r.mixer, r.num_pairs, r.head_dim, r.seed) for r in runs} == {
-        (m, p, h, s) for m in RECALL_MIXERS for p in (2, 4) for h in (8, 16) for s in (0, 1)}
-    assert {(r.steps, r.lr) for r in runs} == {(600, 3e-3)}
-    assert {(r.num_pairs, r.seq_len, r.batch_size) for r in runs} == {(2, 8, 64), (4, 16, 32)}
-    assert {r.seq_len * r.batch_size for r in runs} == {512}  # the same tokens, and queries, in every step
-    for run in runs:  # every setting is a valid task
-        mqar(1, num_pairs=run.num_pairs, seq_len=run.seq_len, vocab_size=run.vocab_size)
-
-
-def test_summarise_gives_mean_lowest_and_highest_over_seeds():
-    runs = [{"mixer": "linear", "head_dim": 8, "num_pairs": 4, "accuracy": a} for a in (0.5, 0.75, 1.0)]
-    runs.append({"mixer": "delta", "head_dim": 8, "num_pairs": 4, "accuracy": 0.25})
-    assert summarise(runs) == [
-        {"mixer": "linear", "head_dim": 8, "num_pairs": 4, "mean": 0.75, "lowest": 0.5, "highest": 1.0, "seeds": 3},
-        {"mixer": "delta", "head_dim": 8, "num_pairs": 4, "mean": 0.25, "lowest": 0.25, "highest": 0.25, "seeds": 1}]
-
-
-def test_the_figure_has_a_panel_per_head_dim_a_line_per_mixer_and_marks_the_head_dim():
-    summary = [{"mixer": m, "head_dim": h, "num_pairs": p, "mean": 0.5, "lowest": 0.4, "highest": 0.6, "seeds": 2}
-               for m in ("softmax", "delta") for h in (8, 16) for p in (4, 8)]
-    figure = sweep_figure(summary, "test device")
-    assert [ax.get_title() for ax in figure.axes] == ["head dim 8", "head dim 16"]
-    for ax, head_dim in zip(figure.axes, (8, 16)):
-        labels = [line.get_label() for line in ax.get_lines()]
-        assert labels[:2] == ["softmax", "delta"]
-        assert any(list(line.get_xdata()) == [head_dim, head_dim] for line in ax.get_lines())
-
-
-TINY = SweepSettings(num_pairs=(2,), head_dims=(8,), seeds=(0,), mixers=("softmax", "delta"), tokens_per_step=64,
-                     template=RecallRun("softmax", 2, steps=3, vocab_size=16, test_examples=8))
-
-
-def test_a_sweep_on_two_processes_gives_the_same_results_as_on_one(tmp_path):
-    one, two = run_sweep(TINY, torch.device("cpu")), run_sweep(TINY, torch.device("cpu"), jobs=2)
-    strip = lambda result: [{k: v for k, v in run.items() if k != "seconds"} for run in result["runs"]]  # noqa: E731
-    assert strip(one) == strip(two) and len(one["runs"]) == 2
-
-
-def test_an_interrupted_sweep_resumes_from_its_finished_runs(tmp_path, monkeypatch):
-    partial = tmp_path / "recall.partial.jsonl"
-    first = run_sweep(TINY, torch.device("cpu"), partial=partial)
-    assert len(partial.read_text().splitlines()) == 2
-    monkeypatch.setattr(sweep, "_train_on_one_thread", lambda run, device: pytest.fail(f"trained {run} again"))
-    assert run_sweep(TINY, torch.device("cpu"), partial=partial) == first

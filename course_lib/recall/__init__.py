@@ -4,15 +4,19 @@ Zoology (Arora et al., 2023, "Zoology: Measuring and Improving Recall in Efficie
 found that most of the quality gap between attention and its sub-quadratic replacements is recall:
 finding the value that went with a key seen earlier. MQAR isolates it. Each example is
 
-    k₁ v₁ k₂ v₂ … k_P v_P │ 0 0 k₃ 0 k₁ 0 … k₂ 0
-    context: P pairs      │ queries: every key once, at random places among filler tokens 0
+    k₁ v₁ k₂ v₂ … k_P v_P │ x k₃ x x k₁ x … k₂ x
+    context: P pairs      │ queries: every key once, among filler tokens x
 
 and the model, at each query key, must predict the value paired with it in the context; every other
 position is ignored (target −100, ``torch.nn.functional.cross_entropy``'s ``ignore_index``).
 Keys come from the lower half of the vocabulary (1 … V/2 − 1, distinct within an example), values
-from the upper half (V/2 … V − 1), token 0 is the filler. Softmax attention can look every pair up;
-a ledger of f × dv numbers must hold all P pairs at once, which it can exactly only while P ≤ f
-for orthogonal keys (notebook 05, §capacity).
+from the upper half. Softmax attention can look every pair up; a ledger of f × dv numbers must hold
+all P pairs at once, which it can exactly only while P ≤ f for orthogonal keys (notebook 05, §capacity).
+
+Two generators: ``zoology_mqar`` follows Zoology's own (distinct values, random filler, power-law
+query gaps, T and P independent, each answer's distance recorded) and is what notebook 12's study
+trains on; ``mqar`` is the course's simpler one (values drawn with replacement, filler token 0,
+uniform query places), kept for the small demos of notebooks 09 and 13.
 """
 
 from typing import NamedTuple
@@ -27,7 +31,8 @@ IGNORE = -100  # the target of a position that is not scored
 def mqar(
     batch_size: int, *, num_pairs: int, seq_len: int, vocab_size: int, generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(tokens [B, T] long, targets [B, T] long) of ``batch_size`` MQAR examples (module docstring).
+    """(tokens [B, T] long, targets [B, T] long) of ``batch_size`` examples of the course's simple MQAR: values
+    from V/2 … V − 1 drawn with replacement, filler token 0, queries at uniform places (``zoology_mqar``: Zoology's).
 
     The first 2·num_pairs tokens are the pairs, the rest the query region, which needs room for
     every key once: seq_len ≥ 3·num_pairs. Deterministic given a CPU ``generator`` (the examples

@@ -1,4 +1,4 @@
-"""Train one ``models.TinyLM`` on MQAR and measure its recall (notebook 12 §c, the sweep).
+"""Train one ``models.TinyLM`` on the course's simple MQAR and measure its recall (notebooks 09 and 13).
 
 Every step draws a fresh batch (the task has no fixed training set to memorise); accuracy is
 measured on ``test_examples`` held-out examples from another seed. AdamW with a linear warm-up
@@ -60,7 +60,7 @@ def fit(model: torch.nn.Module, next_batch: Callable[[], tuple[torch.Tensor, tor
     taking each step's loss (a ``tqdm`` bar's update, for one). ``watch(step, loss, grad_norm)``, if
     given, sees each step's loss and gradient norm before clipping, after the backward pass and
     before the update; returning True stops training there (``stability`` stops at a NaN). Shared by
-    MQAR, the byte-level LM and ``stability``. ``scored_only``: the model's output layer runs only at
+    MQAR, the recall study (``course_tools.recall``), the byte-level LM and ``stability``. ``scored_only``: the model's output layer runs only at
     the scored positions (``TinyLM(..., at=)``), the same loss for a task that scores few (MQAR).
     """
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)

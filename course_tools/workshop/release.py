@@ -29,8 +29,9 @@ INCLUDED = ("pyproject.toml", "environment.yml", "LICENSE", "CITATION.cff", "mak
             "exercises", *LEARNER_DOCS,  # course_lib carries the committed results (course_lib/results)
             # what the notebooks and exercises call of course_tools (tests/test_packages.py walks it):
             # check() and its grader tests (and the cgroups its sandbox uses), the benchmark notebook 08
-            # runs live, the pre-flight check
+            # runs live, the recall study whose protocol, tables and plots notebook 12 shows, the pre-flight check
             "course_tools/__init__.py", "course_tools/grading", "course_tools/cgroups.py", "course_tools/bench",
+            "course_tools/recall",
             "course_tools/doctor.py", "course_tools/progress.py",  # check() records the learner's scores there
             "tests/nbval_sanitize.cfg",  # pyproject's addopts name it: pytest over the notebooks needs it
             "tests/test_student_copy.py")  # the copy's make test: every exercise as handed out is graded
