@@ -95,9 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\nText (test bits per byte, lower is better; 95 % bootstrap intervals)\n"
               + (text_report(payload["text"]) if payload["text"]["cells"] else payload["text"]["status"]))
     used = [seed for part in ("mqar", "text") for cell in payload.get(part, {}).get("cells", []) for seed in cell["seeds"]]
-    swept = len(cache.done)
     meta["cpu_hours"] = sum(result["cpu_seconds"] for result in cache.done.values()) / 3600
-    print(f"\nCPU time of every run in the cache ({swept} runs, {len(used)} of them reported seeds): "
+    print(f"\nCPU time of every run in the cache ({len(cache.done)} runs, {len(used)} of them reported seeds): "
           f"{meta['cpu_hours']:.2f} h")
     pictures = []
     if payload.get("mqar") and mqar_rows(payload["mqar"]):

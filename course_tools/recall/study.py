@@ -51,14 +51,12 @@ class Variant:
 
     label: str
     mixer: str
-    feature_map: str | None = None
     normaliser: bool = True
     features_per_dim: int | None = None
 
     def model_options(self, head_dim: int) -> dict:
         m = None if self.features_per_dim is None else self.features_per_dim * head_dim
-        return {"mixer": self.mixer, "feature_map": self.feature_map, "normaliser": self.normaliser,
-                "performer_features": m}
+        return {"mixer": self.mixer, "normaliser": self.normaliser, "performer_features": m}
 
 
 VARIANTS = (
